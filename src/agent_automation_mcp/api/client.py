@@ -1,0 +1,310 @@
+"""The typed client: one method per operation of the table.
+
+`AgentAutomationClient` is a cheap view (credentials, a deadline) over one shared `ApiTransport`, so a
+remote server can make one per caller and per call. Arguments are validated before anything is sent.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any, ParamSpec, TypeVar
+
+from pydantic import TypeAdapter, ValidationError, validate_call
+
+from .credentials import Credentials
+from .errors import InvalidRequestError, OperationFailedError, UnexpectedResponseError
+from .models import (
+    AgentRun,
+    CheckSuiteSettings,
+    CliRules,
+    Integrations,
+    LogAnalysis,
+    LogPage,
+    Models,
+    OAuthProvider,
+    Organization,
+    Page,
+    PullRequestEdit,
+    Repository,
+    SetupCommands,
+    User,
+    WebhookConfig,
+    WebhookOverride,
+)
+from .operations import OPERATIONS
+from .params import (
+    AgentType,
+    CheckRetryCount,
+    Id,
+    Limit,
+    Prompt,
+    Provider,
+    PullRequestState,
+    Skip,
+    SourceType,
+    WebhookUrl,
+)
+from .transport import ApiTransport, Query, require_org_id
+
+P = ParamSpec("P")
+R = TypeVar("R")
+M = TypeVar("M")
+
+
+def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Validate arguments against their annotations and refuse bad ones before any request goes out."""
+    validated = validate_call(method)
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        named = signature.bind(*args, **kwargs).arguments  # so errors name the argument, not its position
+        try:
+            return await validated(**named)
+        except ValidationError as exc:  # responses are parsed with `_parse`, so this is about the arguments
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise InvalidRequestError(f"{method.__name__}: {problems}", details=exc.errors(include_url=False),
+                                      operation=method.__name__) from None
+
+    return wrapper
+
+
+def _parse(model: type[M] | Any, data: Any, operation: str) -> M:
+    try:
+        return TypeAdapter(model).validate_python(data)
+    except ValidationError as exc:
+        raise UnexpectedResponseError(f"{operation}: unexpected response shape ({exc.error_count()} problems)",
+                                      operation=operation) from None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentAutomationClient:
+    """Calls the service for one caller. `deadline` (a `time.monotonic()` instant) bounds pacing waits,
+    retries and each request; `bulk` marks trace paging so it leaves room for interactive calls."""
+
+    transport: ApiTransport
+    credentials: Credentials
+    deadline: float | None = None
+    bulk: bool = False
+
+    def within(self, seconds: float) -> AgentAutomationClient:
+        return replace(self, deadline=time.monotonic() + seconds)
+
+    def for_org(self, org_id: int) -> AgentAutomationClient:
+        return replace(self, credentials=replace(self.credentials, org_id=org_id))
+
+    def as_bulk(self) -> AgentAutomationClient:
+        return replace(self, bulk=True)
+
+    async def _call(self, name: str, *, path: dict[str, int] | None = None, query: Query | None = None,
+                    json: Any = None) -> Any:
+        return await self.transport.send(OPERATIONS[name], self.credentials, path=path, query=query, json=json,
+                                         deadline=self.deadline, bulk=self.bulk)
+
+    # Organisation data
+
+    @_checked
+    async def list_organizations(self, skip: Skip = 0, limit: Limit = 100) -> Page[Organization]:
+        data = await self._call("list_organizations", query={"skip": skip, "limit": limit})
+        return _parse(Page[Organization], data, "list_organizations")
+
+    async def get_current_user(self) -> User:
+        return _parse(User, await self._call("get_current_user"), "get_current_user")
+
+    @_checked
+    async def list_users(self, skip: Skip = 0, limit: Limit = 100) -> Page[User]:
+        data = await self._call("list_users", query={"skip": skip, "limit": limit})
+        return _parse(Page[User], data, "list_users")
+
+    @_checked
+    async def get_user(self, user_id: Id) -> User:
+        return _parse(User, await self._call("get_user", path={"user_id": user_id}), "get_user")
+
+    @_checked
+    async def list_repositories(self, skip: Skip = 0, limit: Limit = 100) -> Page[Repository]:
+        data = await self._call("list_repositories", query={"skip": skip, "limit": limit})
+        return _parse(Page[Repository], data, "list_repositories")
+
+    async def list_integrations(self) -> Integrations:
+        return _parse(Integrations, await self._call("list_integrations"), "list_integrations")
+
+    async def list_models(self) -> Models:
+        return _parse(Models, await self._call("list_models"), "list_models")
+
+    async def list_mcp_providers(self) -> list[OAuthProvider]:
+        return _parse(list[OAuthProvider], await self._call("list_mcp_providers"), "list_mcp_providers")
+
+    async def get_cli_rules(self) -> CliRules:
+        return _parse(CliRules, await self._call("get_cli_rules"), "get_cli_rules")
+
+    # Agent runs
+
+    @_checked
+    async def create_agent_run(self, prompt: Prompt, repo_id: Id | None = None, *, model: str | None = None,
+                               agent_type: AgentType | None = None, images: list[str] | None = None,
+                               metadata: dict[str, Any] | None = None,
+                               webhooks: list[WebhookOverride] | None = None) -> AgentRun:
+        body = _without_none(prompt=prompt, repo_id=repo_id, model=model, agent_type=agent_type, images=images,
+                             metadata=metadata, webhooks=_dump(webhooks))
+        return _parse(AgentRun, await self._call("create_agent_run", json=body), "create_agent_run")
+
+    @_checked
+    async def get_agent_run(self, agent_run_id: Id) -> AgentRun:
+        data = await self._call("get_agent_run", path={"agent_run_id": agent_run_id})
+        return _parse(AgentRun, data, "get_agent_run")
+
+    @_checked
+    async def list_agent_runs(self, user_id: Id | None = None, source_type: SourceType | None = None,
+                              skip: Skip = 0, limit: Limit = 100) -> Page[AgentRun]:
+        query = {"user_id": user_id, "source_type": source_type, "skip": skip, "limit": limit}
+        return _parse(Page[AgentRun], await self._call("list_agent_runs", query=query), "list_agent_runs")
+
+    @_checked
+    async def resume_agent_run(self, agent_run_id: Id, prompt: Prompt, *, model: str | None = None,
+                               images: list[str] | None = None,
+                               webhooks: list[WebhookOverride] | None = None) -> AgentRun:
+        body = _without_none(agent_run_id=agent_run_id, prompt=prompt, model=model, images=images,
+                             webhooks=_dump(webhooks))
+        return _parse(AgentRun, await self._call("resume_agent_run", json=body), "resume_agent_run")
+
+    @_checked
+    async def get_agent_run_logs(self, agent_run_id: Id, skip: Skip = 0, limit: Limit = 100,
+                                 reverse: bool = False) -> LogPage:
+        data = await self._call("get_agent_run_logs", path={"agent_run_id": agent_run_id},
+                                query={"skip": skip, "limit": limit, "reverse": reverse})
+        return _parse(LogPage, data, "get_agent_run_logs")
+
+    async def iter_agent_run_logs(self, agent_run_id: int, skip: int = 0, limit: int = 100,
+                                  reverse: bool = False) -> AsyncIterator[LogPage]:
+        """Pages in order, stopping at the first page shorter than `limit` and never reading past `total_logs`."""
+        while True:
+            page = await self.get_agent_run_logs(agent_run_id, skip=skip, limit=limit, reverse=reverse)
+            yield page
+            skip += len(page.logs)
+            if not trace_continues(page, skip, limit):
+                return
+
+    # Checks and pull requests
+
+    @_checked
+    async def ban_checks(self, agent_run_id: Id, before_card_order_id: str | None = None,
+                         after_card_order_id: str | None = None) -> dict[str, Any]:
+        return await self._stop("ban_checks", agent_run_id, before_card_order_id, after_card_order_id)
+
+    @_checked
+    async def unban_checks(self, agent_run_id: Id, before_card_order_id: str | None = None,
+                           after_card_order_id: str | None = None) -> dict[str, Any]:
+        return await self._stop("unban_checks", agent_run_id, before_card_order_id, after_card_order_id)
+
+    @_checked
+    async def remove_from_pull_request(self, agent_run_id: Id, before_card_order_id: str | None = None,
+                                       after_card_order_id: str | None = None) -> dict[str, Any]:
+        return await self._stop("remove_from_pull_request", agent_run_id, before_card_order_id, after_card_order_id)
+
+    async def _stop(self, name: str, agent_run_id: int, before: str | None, after: str | None) -> dict[str, Any]:
+        body = _without_none(agent_run_id=agent_run_id, before_card_order_id=before, after_card_order_id=after)
+        return _as_object(await self._call(name, json=body))
+
+    @_checked
+    async def edit_pull_request(self, pr_id: Id, state: PullRequestState, repo_id: Id | None = None) -> PullRequestEdit:
+        """Uses the repository-scoped operation when `repo_id` is given, the simple one otherwise."""
+        if repo_id is None:
+            name, path = "edit_pull_request_simple", {"pr_id": pr_id}
+        else:
+            name, path = "edit_pull_request", {"repo_id": repo_id, "pr_id": pr_id}
+        edit = _parse(PullRequestEdit, await self._call(name, path=path, json={"state": state}), name)
+        if not edit.success:
+            raise OperationFailedError(edit.error or f"the service did not move pull request {pr_id} to {state}",
+                                       status=200, details=edit.model_dump(exclude_none=True), operation=name)
+        return edit
+
+    # Check-suite settings
+
+    @_checked
+    async def get_check_suite_settings(self, repo_id: Id) -> CheckSuiteSettings:
+        data = await self._call("get_check_suite_settings", query={"repo_id": repo_id})
+        return _parse(CheckSuiteSettings, data, "get_check_suite_settings")
+
+    @_checked
+    async def update_check_suite_settings(self, repo_id: Id, *, check_retry_count: CheckRetryCount | None = None,
+                                          ignored_checks: list[str] | None = None,
+                                          check_retry_counts: dict[str, CheckRetryCount] | None = None,
+                                          custom_prompts: dict[str, str] | None = None,
+                                          high_priority_apps: list[str] | None = None) -> dict[str, Any]:
+        """Partial update: only the fields given change."""
+        body = _without_none(check_retry_count=check_retry_count, ignored_checks=ignored_checks,
+                             check_retry_counts=check_retry_counts, custom_prompts=custom_prompts,
+                             high_priority_apps=high_priority_apps)
+        if not body:
+            raise InvalidRequestError("update_check_suite_settings: give at least one setting to change",
+                                      operation="update_check_suite_settings")
+        return _as_object(await self._call("update_check_suite_settings", query={"repo_id": repo_id}, json=body))
+
+    # Setup and log analysis
+
+    @_checked
+    async def generate_setup_commands(self, repo_id: Id, prompt: Prompt | None = None,
+                                      trigger_source: str | None = None) -> SetupCommands:
+        body = _without_none(repo_id=repo_id, prompt=prompt, trigger_source=trigger_source)
+        data = await self._call("generate_setup_commands", json=body)
+        return _parse(SetupCommands, data, "generate_setup_commands")
+
+    @_checked
+    async def analyze_sandbox_logs(self, sandbox_id: Id) -> LogAnalysis:
+        data = await self._call("analyze_sandbox_logs", path={"sandbox_id": sandbox_id})
+        return _parse(LogAnalysis, data, "analyze_sandbox_logs")
+
+    # OAuth tokens (the organisation goes in the query here)
+
+    async def get_oauth_token_status(self) -> Any:
+        """Shape left open by the spec: a list of providers or token records."""
+        return await self._call("get_oauth_token_status", query={"org_id": self._org_id()})
+
+    @_checked
+    async def revoke_oauth_tokens(self, provider: Provider) -> dict[str, Any]:
+        data = await self._call("revoke_oauth_tokens", query={"provider": provider, "org_id": self._org_id()})
+        return _as_object(data)
+
+    def _org_id(self) -> int:
+        return require_org_id(self.credentials)
+
+    # Agent-run webhook
+
+    async def get_webhook(self) -> WebhookConfig:
+        return _parse(WebhookConfig, await self._call("get_webhook"), "get_webhook")
+
+    @_checked
+    async def set_webhook(self, url: WebhookUrl, secret: str | None = None, enabled: bool = True) -> dict[str, Any]:
+        body = _without_none(url=url, secret=secret, enabled=enabled)
+        return _as_object(await self._call("set_webhook", json=body))
+
+    async def delete_webhook(self) -> dict[str, Any]:
+        return _as_object(await self._call("delete_webhook"))
+
+    @_checked
+    async def test_webhook(self, url: WebhookUrl) -> dict[str, Any]:
+        return _as_object(await self._call("test_webhook", json={"url": url}))
+
+
+def trace_continues(page: LogPage, next_skip: int, limit: int) -> bool:
+    """The contract's stop rule: a short page ends the trace, and so does reaching `total_logs`."""
+    if len(page.logs) < limit:
+        return False
+    return page.total_logs is None or next_skip < page.total_logs
+
+
+def _without_none(**fields: Any) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _dump(webhooks: list[WebhookOverride] | None) -> list[dict[str, Any]] | None:
+    return None if webhooks is None else [w.model_dump(exclude_none=True) for w in webhooks]
+
+
+def _as_object(data: Any) -> dict[str, Any]:
+    """Untyped success bodies: keep an object as it is, wrap anything else so callers get one shape."""
+    return data if isinstance(data, dict) else {"result": data}

@@ -1,0 +1,160 @@
+"""The one table of the service's operations.
+
+The client sends through it, the pacer charges its buckets, the tools take their annotations from it
+and the sandbox serves its paths. Nothing else restates a method, a path or a rate-limit bucket.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal
+
+from .limits import (
+    AGENT_CREATION,
+    CLI_RULES,
+    LOG_ANALYSIS,
+    LOGS,
+    PR_EDIT,
+    SETUP_COMMANDS,
+    STANDARD,
+    WEBHOOK_TEST,
+)
+
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+_PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One API operation, described once.
+
+    `retry_safe`: sending it twice does no harm (reads and the check-suite PUT), so connection
+    errors and 5xx may be retried. Anything else is sent at most once once it may have arrived.
+    `fallback_path`: a second path the real service is known to serve the same operation on.
+    """
+
+    name: str
+    method: HttpMethod
+    path: str
+    operation_id: str
+    buckets: tuple[str, ...]
+    retry_safe: bool
+    read_only: bool
+    destructive: bool = False
+    query: tuple[str, ...] = ()
+    body: bool = False
+    fallback_path: str | None = None
+
+    @property
+    def path_params(self) -> tuple[str, ...]:
+        return tuple(_PATH_PARAM.findall(self.path))
+
+    @property
+    def idempotent(self) -> bool:
+        """Repeating it with the same arguments leaves the same state (what MCP's idempotentHint means)."""
+        return self.read_only or self.retry_safe or self.name in _IDEMPOTENT_WRITES
+
+
+_ORG = "/v1/organizations/{org_id}"
+_RUN = f"{_ORG}/agent/run"
+_PAGING = ("skip", "limit")
+_STD = (STANDARD,)
+
+# Writes that are not safe to *retry blindly* (the outcome of a lost response is unknown) but that
+# converge: doing them twice leaves the same state as doing them once.
+_IDEMPOTENT_WRITES: Final = frozenset(
+    {"ban_checks", "unban_checks", "remove_from_pull_request", "edit_pull_request_simple", "edit_pull_request",
+     "revoke_oauth_tokens", "set_webhook", "delete_webhook"}
+)
+
+
+def _read(name: str, path: str, operation_id: str, *, query: tuple[str, ...] = (),
+          buckets: tuple[str, ...] = _STD, fallback_path: str | None = None) -> Operation:
+    return Operation(name, "GET", path, operation_id, buckets, retry_safe=True, read_only=True, query=query,
+                     fallback_path=fallback_path)
+
+
+def _write(name: str, method: HttpMethod, path: str, operation_id: str, *, buckets: tuple[str, ...] = _STD,
+           destructive: bool = False, query: tuple[str, ...] = (), body: bool = True) -> Operation:
+    return Operation(name, method, path, operation_id, buckets, retry_safe=False, read_only=False,
+                     destructive=destructive, query=query, body=body)
+
+
+OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name: op for op in (
+    # Organisation data
+    _read("list_organizations", "/v1/organizations", "get_organizations_v1_organizations_get", query=_PAGING),
+    _read("get_current_user", "/v1/users/me", "get_current_user_info_v1_users_me_get"),
+    _read("list_users", f"{_ORG}/users", "get_users_v1_organizations__org_id__users_get", query=_PAGING),
+    _read("get_user", f"{_ORG}/users/{{user_id}}", "get_user_v1_organizations__org_id__users__user_id__get"),
+    _read("list_repositories", f"{_ORG}/repos", "get_repositories_v1_organizations__org_id__repos_get",
+          query=_PAGING),
+    _read("list_integrations", f"{_ORG}/integrations",
+          "get_organization_integrations_endpoint_v1_organizations__org_id__integrations_get"),
+    _read("list_models", f"{_ORG}/models", "get_available_models_v1_organizations__org_id__models_get"),
+    _read("list_mcp_providers", "/v1/mcp-providers", "get_mcp_providers_v1_mcp_providers_get"),
+    _read("get_cli_rules", f"{_ORG}/cli/rules", "get_cli_rules_v1_organizations__org_id__cli_rules_get",
+          buckets=(CLI_RULES, STANDARD)),
+    # Agent runs
+    _write("create_agent_run", "POST", _RUN, "create_agent_run_v1_organizations__org_id__agent_run_post",
+           buckets=(AGENT_CREATION, STANDARD)),
+    _read("get_agent_run", f"{_RUN}/{{agent_run_id}}",
+          "get_agent_run_v1_organizations__org_id__agent_run__agent_run_id__get"),
+    _read("list_agent_runs", f"{_ORG}/agent/runs", "list_agent_runs_v1_organizations__org_id__agent_runs_get",
+          query=("user_id", "source_type", *_PAGING)),
+    _write("resume_agent_run", "POST", f"{_RUN}/resume",
+           "resume_agent_run_v1_organizations__org_id__agent_run_resume_post"),
+    # The contract's path first; the real service serves the alpha one (see the client's logs-path probe).
+    _read("get_agent_run_logs", f"{_RUN}/{{agent_run_id}}/logs",
+          "get_agent_run_logs_v1_alpha_organizations__org_id__agent_run__agent_run_id__logs_get",
+          query=("skip", "limit", "reverse"), buckets=(LOGS, STANDARD),
+          fallback_path="/v1/alpha/organizations/{org_id}/agent/run/{agent_run_id}/logs"),
+    # Checks and pull requests
+    _write("ban_checks", "POST", f"{_RUN}/ban",
+           "ban_all_checks_for_agent_run_v1_organizations__org_id__agent_run_ban_post", destructive=True),
+    _write("unban_checks", "POST", f"{_RUN}/unban",
+           "unban_all_checks_for_agent_run_v1_organizations__org_id__agent_run_unban_post"),
+    _write("remove_from_pull_request", "POST", f"{_RUN}/remove-from-pr",
+           "remove_codegen_from_pr_v1_organizations__org_id__agent_run_remove_from_pr_post", destructive=True),
+    _write("edit_pull_request_simple", "PATCH", f"{_ORG}/prs/{{pr_id}}",
+           "edit_pull_request_simple_v1_organizations__org_id__prs__pr_id__patch",
+           buckets=(PR_EDIT, STANDARD), destructive=True),
+    _write("edit_pull_request", "PATCH", f"{_ORG}/repos/{{repo_id}}/prs/{{pr_id}}",
+           "edit_pull_request_v1_organizations__org_id__repos__repo_id__prs__pr_id__patch",
+           buckets=(PR_EDIT, STANDARD), destructive=True),
+    # Check-suite settings
+    _read("get_check_suite_settings", f"{_ORG}/repos/check-suite-settings",
+          "get_check_suite_settings_v1_organizations__org_id__repos_check_suite_settings_get", query=("repo_id",)),
+    Operation("update_check_suite_settings", "PUT", f"{_ORG}/repos/check-suite-settings",
+              "update_check_suite_settings_v1_organizations__org_id__repos_check_suite_settings_put", _STD,
+              retry_safe=True, read_only=False, query=("repo_id",), body=True),
+    # Setup and sandbox-log analysis (each starts an agent run)
+    _write("generate_setup_commands", "POST", f"{_ORG}/setup-commands/generate",
+           "generate_setup_commands_v1_organizations__org_id__setup_commands_generate_post",
+           buckets=(SETUP_COMMANDS, STANDARD)),
+    _write("analyze_sandbox_logs", "POST", f"{_ORG}/sandbox/{{sandbox_id}}/analyze-logs",
+           "analyze_sandbox_logs_v1_organizations__org_id__sandbox__sandbox_id__analyze_logs_post",
+           buckets=(LOG_ANALYSIS, STANDARD), body=False),
+    # OAuth tokens
+    _read("get_oauth_token_status", "/v1/oauth/tokens/status", "get_oauth_token_status_v1_oauth_tokens_status_get",
+          query=("org_id",)),
+    _write("revoke_oauth_tokens", "POST", "/v1/oauth/tokens/revoke", "revoke_oauth_token_v1_oauth_tokens_revoke_post",
+           destructive=True, query=("provider", "org_id"), body=False),
+    # Agent-run completion webhook
+    _read("get_webhook", f"{_ORG}/webhooks/agent-run",
+          "get_webhook_config_v1_organizations__org_id__webhooks_agent_run_get"),
+    _write("set_webhook", "POST", f"{_ORG}/webhooks/agent-run",
+           "set_webhook_config_v1_organizations__org_id__webhooks_agent_run_post"),
+    _write("delete_webhook", "DELETE", f"{_ORG}/webhooks/agent-run",
+           "delete_webhook_config_v1_organizations__org_id__webhooks_agent_run_delete", destructive=True, body=False),
+    _write("test_webhook", "POST", f"{_ORG}/webhooks/agent-run/test",
+           "test_webhook_v1_organizations__org_id__webhooks_agent_run_test_post", buckets=(WEBHOOK_TEST, STANDARD)),
+)})
+
+# Operations of the reference OpenAPI that we deliberately do not offer, and why.
+EXCLUDED_OPERATIONS: Final[MappingProxyType[str, str]] = MappingProxyType({
+    "generate_slack_connect_token_endpoint_v1_slack_connect_generate_token_post":
+        "mints a single-use Slack-connection secret for a browser sign-in flow; handing a credential to a "
+        "model is a leak, and there is nothing an assistant can do with it",
+})

@@ -1,0 +1,258 @@
+"""Sending one operation: pacing, the HTTP exchange, the retry policy and error mapping, in one place.
+
+Retries follow one rule: a request is sent again only when doing so cannot do anything twice.
+That is any request that never left (connection refused, pool or connect timeout), any request
+refused with 429 (the limiter ran before the handler), and operations the table marks
+`retry_safe` after a 5xx or a lost response. Everything else that may have reached the service
+and got no clear answer is reported as "outcome unknown".
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+import anyio
+import httpx2
+
+from ..config import ApiSettings
+from .credentials import Credentials
+from .errors import (
+    ApiError,
+    ApiTimeoutError,
+    ConfigurationError,
+    ConnectionFailedError,
+    OutcomeUnknownError,
+    UnexpectedResponseError,
+    ValidationFailedError,
+    error_class_for_status,
+)
+from .operations import Operation
+from .pacer import Pacer
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT: Final = "agent-automation-mcp/0.1"
+MAX_RETRIES: Final = 2  # after the first attempt, for failures that are safe to repeat
+MAX_RATE_LIMIT_RETRIES: Final = 3
+BACKOFF_BASE: Final = 0.25
+BACKOFF_CAP: Final = 4.0
+MIN_ATTEMPT_SECONDS: Final = 0.05
+
+Query = Mapping[str, str | int | bool | None]
+
+
+class ApiTransport:
+    """One pooled HTTP client per process, shared by every caller; credentials come with each call."""
+
+    def __init__(self, settings: ApiSettings, pacer: Pacer | None = None, *,
+                 http: httpx2.AsyncClient | None = None) -> None:
+        self.settings = settings
+        self.pacer = pacer
+        self._http = http or httpx2.AsyncClient(
+            base_url=settings.base_url,
+            timeout=httpx2.Timeout(settings.timeout, connect=settings.connect_timeout),
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            follow_redirects=False,
+        )
+        # Operations whose primary path turned out not to exist on this service (a cache, not state).
+        self._on_fallback: set[str] = set()
+
+    async def __aenter__(self) -> ApiTransport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+        if self.pacer is not None:
+            await self.pacer.aclose()
+
+    async def send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None = None,
+                   query: Query | None = None, json: Any = None, deadline: float | None = None,
+                   bulk: bool = False) -> Any:
+        """Send `op` for `credentials` and return the decoded JSON body, or raise an `ApiError`."""
+        path_values = dict(path or {})
+        if "org_id" in op.path_params:
+            path_values["org_id"] = require_org_id(credentials)
+        unknown = set(query or {}) - set(op.query)
+        if unknown or set(path_values) != set(op.path_params):
+            raise AssertionError(f"{op.name}: arguments do not match the operation table")  # a bug, not input
+        params = {k: _query_value(v) for k, v in (query or {}).items() if v is not None}
+        headers = {"Authorization": credentials.authorization}
+
+        retries = rate_limit_retries = 0
+        while True:
+            template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
+            url = template.format(**path_values)
+            if self.pacer is not None:
+                await self.pacer.acquire(credentials.token_key, op.buckets, deadline, bulk=bulk)
+            timeout = _attempt_timeout(self.settings.timeout, deadline)
+            started = time.monotonic()
+            try:
+                response = await self._http.request(op.method, url, params=params, json=json, headers=headers,
+                                                    timeout=timeout)
+            except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
+                # Never left this process: safe to send again whatever the operation.
+                if retries < MAX_RETRIES and await _backoff(retries, deadline):
+                    retries += 1
+                    continue
+                error_type = ApiTimeoutError if isinstance(exc, httpx2.TimeoutException) else ConnectionFailedError
+                raise error_type(f"could not reach the service: {type(exc).__name__}", operation=op.name) from None
+            except httpx2.TransportError as exc:
+                # May have reached the service (read timeout, dropped connection, broken response).
+                if op.retry_safe and retries < MAX_RETRIES and await _backoff(retries, deadline):
+                    retries += 1
+                    continue
+                raise _lost_response_error(op, exc) from None
+            elapsed = time.monotonic() - started
+            logger.debug("%s %s -> %s in %.3fs", op.method, op.name, response.status_code, elapsed)
+
+            status = response.status_code
+            if status == 429:
+                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                wait = (await self.pacer.rate_limited(credentials.token_key, op.buckets, retry_after)
+                        if self.pacer is not None else (retry_after if retry_after is not None else 1.0))
+                if rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
+                    rate_limit_retries += 1
+                    logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
+                    await anyio.sleep(wait)
+                    continue
+                raise _error_from_response(op, response, retry_after=wait)
+            if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
+                logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)
+                self._on_fallback.add(op.name)
+                continue
+            if status >= 500:
+                if op.retry_safe and retries < MAX_RETRIES and await _backoff(retries, deadline):
+                    retries += 1
+                    continue
+                if not op.retry_safe:
+                    raise OutcomeUnknownError(
+                        f"the service answered {status} ({_message(response)}); the {op.name} request may or may "
+                        f"not have taken effect", status=status, operation=op.name)
+            if status >= 400:
+                raise _error_from_response(op, response)
+            return _json_body(op, response)
+
+
+def require_org_id(credentials: Credentials) -> int:
+    if credentials.org_id is None:
+        raise ConfigurationError(
+            "no organisation id: set AGENT_AUTOMATION_ORG_ID (list_organizations shows the ones your token sees)")
+    return credentials.org_id
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from now, from either form RFC 9110 allows (delta-seconds or an HTTP date)."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if seconds == seconds else None  # NaN guard
+
+
+def _query_value(value: str | int | bool) -> str | int:
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+def _attempt_timeout(configured: float, deadline: float | None) -> float:
+    if deadline is None:
+        return configured
+    remaining = deadline - time.monotonic()
+    if remaining < MIN_ATTEMPT_SECONDS:
+        raise ApiTimeoutError("the call's time budget ran out before the request could be sent")
+    return min(configured, remaining)
+
+
+def _fits(wait: float, deadline: float | None) -> bool:
+    return deadline is None or time.monotonic() + wait + MIN_ATTEMPT_SECONDS < deadline
+
+
+async def _backoff(attempt: int, deadline: float | None) -> bool:
+    """Sleep a full-jitter exponential delay if it fits the deadline; say whether a retry may follow."""
+    delay = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+    if not _fits(delay, deadline):
+        return False
+    await anyio.sleep(delay)
+    return True
+
+
+def _lost_response_error(op: Operation, exc: httpx2.TransportError) -> ApiError:
+    what = "timed out waiting for the answer" if isinstance(exc, httpx2.TimeoutException) else \
+        f"lost the connection ({type(exc).__name__})"
+    if op.retry_safe:
+        error_type = ApiTimeoutError if isinstance(exc, httpx2.TimeoutException) else ConnectionFailedError
+        return error_type(f"the service {what}", operation=op.name)
+    return OutcomeUnknownError(f"the service {what} after the {op.name} request was sent; it may or may not "
+                               f"have taken effect", operation=op.name)
+
+
+def _decode(response: httpx2.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _message(response: httpx2.Response) -> str:
+    """The service's own words: `message`, else `detail` (string or list), else `error`, else the text."""
+    body = _decode(response)
+    if isinstance(body, dict):
+        for key in ("message", "detail", "error"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+            if isinstance(value, list) and value:
+                return "; ".join(_validation_item(item) for item in value)
+    text = response.text.strip()
+    return text[:500] if text else f"HTTP {response.status_code}"
+
+
+def _validation_item(item: Any) -> str:
+    if isinstance(item, dict):
+        loc = ".".join(str(part) for part in item.get("loc", []) if part not in ("body", "query", "path"))
+        return f"{loc}: {item.get('msg', '')}" if loc else str(item.get("msg", item))
+    return str(item)
+
+
+def _route_missing(response: httpx2.Response) -> bool:
+    """A 404 for the path itself (the framework's default), not for a resource the handler looked up."""
+    body = _decode(response)
+    if not isinstance(body, dict):
+        return True
+    return "message" not in body and str(body.get("detail", "")).strip().lower() == "not found"
+
+
+def _error_from_response(op: Operation, response: httpx2.Response, *, retry_after: float | None = None) -> ApiError:
+    status = response.status_code
+    error_type = error_class_for_status(status)
+    details = None
+    if error_type is ValidationFailedError:
+        body = _decode(response)
+        details = body.get("detail") if isinstance(body, dict) else None
+    return error_type(_message(response), status=status, details=details, retry_after=retry_after,
+                      operation=op.name)
+
+
+def _json_body(op: Operation, response: httpx2.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        raise UnexpectedResponseError(
+            f"{op.name}: the service answered {response.status_code} with a body that is not JSON",
+            status=response.status_code, operation=op.name) from None
