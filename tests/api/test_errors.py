@@ -1,0 +1,210 @@
+"""Every error class, the retry policy and the logs-path fallback, against the sandbox over loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from agent_automation_mcp.api import OPERATIONS, AgentAutomationClient, ApiTransport, Credentials
+from agent_automation_mcp.api import errors as e
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+
+from .conftest import requests_log, set_faults, settings_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def faults_off(sandbox: SandboxServer) -> Iterator[SandboxServer]:
+    yield sandbox
+    set_faults(sandbox)  # back to the defaults: no faults
+
+
+def _calls(sandbox: SandboxServer, operation: str, since: int) -> list[dict[str, Any]]:
+    return [r for r in requests_log(sandbox)[since:] if r.get("operation") == operation]
+
+
+def _client(transport: ApiTransport, sandbox: SandboxServer, **credentials: Any) -> AgentAutomationClient:
+    values = {"token": sandbox.token, "org_id": sandbox.org_id, **credentials}
+    return AgentAutomationClient(transport, Credentials(**values)).within(20)
+
+
+async def test_401_403_404_422_map_to_typed_errors(sandbox: SandboxServer) -> None:
+    async with ApiTransport(settings_for(sandbox)) as transport:
+        with pytest.raises(e.AuthenticationError) as unauthorized:
+            await _client(transport, sandbox, token="not-a-known-token").list_repositories()
+        assert unauthorized.value.status == 401 and "not-a-known-token" not in repr(unauthorized.value)
+        assert "not-a-known-token" not in str(unauthorized.value)
+
+        with pytest.raises(e.PermissionDeniedError) as forbidden:
+            await _client(transport, sandbox, org_id=sandbox.org_id + 1000).list_repositories()
+        assert forbidden.value.status == 403 and forbidden.value.message
+
+        with pytest.raises(e.NotFoundError) as missing:
+            await _client(transport, sandbox).get_agent_run(987654321)
+        assert missing.value.status == 404 and missing.value.message
+
+        # Bypass the client's own validation to see how the service's 422 comes back.
+        with pytest.raises(e.ValidationFailedError) as invalid:
+            await transport.send(OPERATIONS["create_agent_run"], Credentials(sandbox.token, sandbox.org_id),
+                                 json={"repo_id": "not a number"})
+        assert invalid.value.status == 422
+        assert invalid.value.details and {"loc", "msg", "type"} <= set(invalid.value.details[0])
+        assert "prompt" in invalid.value.message
+
+        with pytest.raises(e.ConfigurationError):
+            await _client(transport, sandbox, org_id=None).list_repositories()
+
+
+async def test_400_and_402() -> None:
+    with SandboxServer(SandboxConfig(seed=3, max_runs=1)) as sandbox:
+        async with ApiTransport(settings_for(sandbox)) as transport:
+            client = _client(transport, sandbox)
+            with pytest.raises(e.BadRequestError) as bad:
+                await client.analyze_sandbox_logs(sandbox.app.state.world.sandbox_without_logs)
+            assert bad.value.status == 400
+            repo = (await client.list_repositories()).items[0]
+            await client.create_agent_run("first", repo.id)
+            with pytest.raises(e.QuotaExceededError) as quota:
+                await client.create_agent_run("second", repo.id)
+            assert quota.value.status == 402
+
+
+async def test_edit_pr_needs_write_permission_and_success_false_is_an_error(sandbox: SandboxServer) -> None:
+    world = sandbox.app.state.world
+    async with ApiTransport(settings_for(sandbox)) as transport:
+        client = _client(transport, sandbox)
+        with pytest.raises(e.PermissionDeniedError):
+            await client.edit_pull_request(world.read_only_pr_id, "closed")
+        with pytest.raises(e.OperationFailedError) as failed:
+            await client.edit_pull_request(world.merged_pr_id, "open")
+        assert failed.value.status == 200 and failed.value.message
+
+
+async def test_429_without_pacing_is_retried_inside_the_budget_then_reported_with_retry_after() -> None:
+    config = SandboxConfig(seed=1, rate_limits=parse_rate_limits("standard=2/30s"), retry_after=True)
+    with SandboxServer(config) as sandbox:
+        async with ApiTransport(settings_for(sandbox)) as transport:
+            client = AgentAutomationClient(transport, Credentials(sandbox.token, sandbox.org_id)).within(2)
+            await client.list_repositories()
+            await client.list_repositories()
+            with pytest.raises(e.RateLimitError) as limited:
+                await client.list_repositories()
+        assert limited.value.status == 429 and limited.value.retry_after and limited.value.retry_after > 2
+        statuses = [r["status"] for r in requests_log(sandbox)]
+        assert statuses.count(429) == 1  # the wait did not fit the budget, so no blind retry was sent
+
+
+async def test_429_is_retried_for_a_create_when_the_wait_fits() -> None:
+    config = SandboxConfig(seed=1, rate_limits=parse_rate_limits("agent_creation=1/1s"), retry_after=True)
+    with SandboxServer(config) as sandbox:
+        async with ApiTransport(settings_for(sandbox)) as transport:
+            client = _client(transport, sandbox)
+            repo = (await client.list_repositories()).items[0]
+            first = await client.create_agent_run("one", repo.id)
+            second = await client.create_agent_run("two", repo.id)
+        assert first.id != second.id
+        creates = [r["status"] for r in requests_log(sandbox) if r.get("operation") == "create_agent_run"]
+        assert creates.count(429) >= 1 and creates.count(200) == 2
+
+
+async def test_server_errors_retry_reads_but_never_a_create(faults_off: SandboxServer) -> None:
+    sandbox = faults_off
+    async with ApiTransport(settings_for(sandbox)) as transport:
+        client = _client(transport, sandbox)
+        repo = (await client.list_repositories()).items[0]
+
+        set_faults(sandbox, error_rate=1.0, operations=["list_repositories", "create_agent_run"])
+        mark = len(requests_log(sandbox))
+        with pytest.raises(e.ServerError) as server_error:
+            await client.list_repositories()
+        assert server_error.value.status == 500
+        assert len(_calls(sandbox, "list_repositories", mark)) == 3  # first try and two retries
+
+        mark = len(requests_log(sandbox))
+        with pytest.raises(e.OutcomeUnknownError) as unknown:
+            await client.create_agent_run("do not duplicate me", repo.id)
+        assert unknown.value.kind == "outcome_unknown" and "get or list" in unknown.value.hint
+        assert len(_calls(sandbox, "create_agent_run", mark)) == 1
+
+
+async def test_a_create_that_timed_out_was_sent_exactly_once(faults_off: SandboxServer) -> None:
+    sandbox = faults_off
+    async with ApiTransport(settings_for(sandbox, timeout=0.3)) as transport:
+        client = _client(transport, sandbox)
+        repo = (await client.list_repositories()).items[0]
+        set_faults(sandbox, latency=1.0, operations=["create_agent_run", "get_agent_run"])
+        mark = len(requests_log(sandbox))
+        with pytest.raises(e.OutcomeUnknownError):
+            await client.create_agent_run("slow create", repo.id)
+        with pytest.raises(e.ApiTimeoutError):
+            await client.get_agent_run(1)
+        set_faults(sandbox)
+        await anyio.sleep(1.2)  # let the slow handlers finish so the log has them
+    assert len(_calls(sandbox, "create_agent_run", mark)) == 1
+    assert len(_calls(sandbox, "get_agent_run", mark)) == 3
+
+
+async def test_dropped_connections_and_malformed_bodies(faults_off: SandboxServer) -> None:
+    sandbox = faults_off
+    async with ApiTransport(settings_for(sandbox)) as transport:
+        client = _client(transport, sandbox)
+        repo = (await client.list_repositories()).items[0]
+        set_faults(sandbox, drop_rate=1.0, operations=["create_agent_run"])
+        mark = len(requests_log(sandbox))
+        with pytest.raises(e.OutcomeUnknownError):
+            await client.create_agent_run("dropped", repo.id)
+        assert len(_calls(sandbox, "create_agent_run", mark)) == 1
+
+        set_faults(sandbox, malformed_rate=1.0, operations=["list_models"])
+        with pytest.raises(e.UnexpectedResponseError) as malformed:
+            await client.list_models()
+        assert malformed.value.kind == "bad_response"
+
+
+async def test_unreachable_service() -> None:
+    settings = ApiSettings(token="t", org_id=1, base_url="http://127.0.0.1:9", timeout=1)
+    async with ApiTransport(settings) as transport:
+        client = AgentAutomationClient(transport, Credentials("t", 1)).within(5)
+        with pytest.raises(e.ConnectionFailedError) as failed:
+            await client.get_agent_run(1)
+    assert failed.value.kind == "connection"
+
+
+async def test_logs_path_falls_back_to_alpha_once_and_remembers() -> None:
+    with SandboxServer(SandboxConfig(seed=2, logs_paths="alpha")) as sandbox:
+        async with ApiTransport(settings_for(sandbox)) as transport:
+            client = _client(transport, sandbox)
+            run_id = (await client.list_agent_runs(limit=1)).items[0].id
+            await client.get_agent_run_logs(run_id, limit=5)
+            await client.get_agent_run_logs(run_id, limit=5, skip=5)
+        paths = [r["path"] for r in requests_log(sandbox) if "/logs" in r["path"]]
+        assert paths[0].startswith("/v1/organizations/") and all(p.startswith("/v1/alpha/") for p in paths[1:])
+        assert len(paths) == 3  # one probe, then the alpha path directly
+
+
+async def test_a_missing_run_on_the_contract_path_is_not_a_missing_route(sandbox: SandboxServer) -> None:
+    mark = len(requests_log(sandbox))
+    async with ApiTransport(settings_for(sandbox)) as transport:
+        with pytest.raises(e.NotFoundError):
+            await _client(transport, sandbox).get_agent_run_logs(987654321)
+    paths = [r["path"] for r in requests_log(sandbox)[mark:] if "/logs" in r["path"]]
+    assert paths == [f"/v1/organizations/{sandbox.org_id}/agent/run/987654321/logs"]
+
+
+@pytest.mark.parametrize(("entries", "pages"), [(250, [100, 100, 50]), (200, [100, 100]), (0, [0])])
+async def test_paging_stops_on_a_short_page_and_never_reads_past_total(entries: int, pages: list[int]) -> None:
+    with SandboxServer(SandboxConfig(seed=4)) as sandbox:
+        async with ApiTransport(settings_for(sandbox)) as transport:
+            run = httpx2.post(f"{sandbox.url}/_sandbox/runs",
+                              json={"log_entries": entries, "status": "COMPLETE"}).json()
+            client = _client(transport, sandbox)
+            sizes = [len(page.logs) async for page in client.iter_agent_run_logs(run["id"], limit=100)]
+        assert sizes == pages
+        assert len([r for r in requests_log(sandbox) if "/logs" in r["path"]]) == len(pages)
