@@ -46,10 +46,15 @@ class ApiSettings:
     connect_timeout: float = 5.0
     rate_limits: dict[str, RateLimit] = field(default_factory=lambda: parse_rate_limits(None))
     redis_url: str | None = field(default=None, repr=False)
+    rate_margin: float = 0.25  # seconds kept free beyond each window, for network jitter
+    max_replicas: int = 4  # bounds the replica count; each paces at 1/max_replicas while Redis is unreachable
+    bucket_map: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operation -> buckets, over the table's
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
         """Our names first; the service's own tools' names (`CODEGEN_*`) when ours are unset."""
+        from .pacing.bucket_map import parse_bucket_map  # here: pacing imports the api, which imports this module
+
         env = os.environ if env is None else env
         timeout = _first(env, "AGENT_AUTOMATION_TIMEOUT")
         return cls(
@@ -59,4 +64,51 @@ class ApiSettings:
             timeout=float(timeout) if timeout else 30.0,
             rate_limits=parse_rate_limits(_first(env, "AGENT_AUTOMATION_RATE_LIMITS")),
             redis_url=_first(env, "AGENT_AUTOMATION_REDIS_URL"),
+            rate_margin=float(_first(env, "AGENT_AUTOMATION_RATE_MARGIN") or 0.25),
+            max_replicas=int(_first(env, "AGENT_AUTOMATION_MAX_REPLICAS") or 4),
+            bucket_map=parse_bucket_map(_first(env, "AGENT_AUTOMATION_BUCKET_MAP")),
+        )
+
+
+# The MCP server's toolsets, in listing order. `oauth` and `webhooks` change account-wide state, so they are opt-in.
+TOOLSETS = ("runs", "logs", "checks", "pulls", "settings", "org", "setup", "oauth", "webhooks")
+DEFAULT_TOOLSETS = tuple(t for t in TOOLSETS if t not in {"oauth", "webhooks"})
+DEFAULT_MAX_FIELD_CHARS = 1500
+
+
+def parse_toolsets(value: str | None) -> tuple[str, ...]:
+    """`runs,logs` → those toolsets; `all` and `default` are keywords; empty → the default ones."""
+    if value is None or not value.strip():
+        return DEFAULT_TOOLSETS
+    chosen: list[str] = []
+    for item in (part.strip().lower() for part in value.split(",")):
+        names = TOOLSETS if item == "all" else DEFAULT_TOOLSETS if item == "default" else (item,) if item else ()
+        for name in names:
+            if name not in TOOLSETS:
+                raise ValueError(f"unknown toolset {name!r}; known: {', '.join(TOOLSETS)} (or all, default)")
+            if name not in chosen:
+                chosen.append(name)
+    return tuple(t for t in TOOLSETS if t in chosen)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """What the MCP server offers: toolsets, the read-only ceiling and how much of a trace field a model sees."""
+
+    toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
+    read_only: bool = False
+    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
+
+    def __post_init__(self) -> None:
+        if self.max_field_chars < 100:
+            raise ValueError(f"max_field_chars must be at least 100, got {self.max_field_chars}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
+        env = os.environ if env is None else env
+        max_chars = _first(env, "AGENT_AUTOMATION_MAX_FIELD_CHARS")
+        return cls(
+            toolsets=parse_toolsets(_first(env, "AGENT_AUTOMATION_TOOLSETS")),
+            read_only=parse_bool(_first(env, "AGENT_AUTOMATION_READ_ONLY")),
+            max_field_chars=int(max_chars) if max_chars else DEFAULT_MAX_FIELD_CHARS,
         )

@@ -14,12 +14,11 @@ import logging
 import random
 import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import httpx2
 
-from ..config import ApiSettings
 from .credentials import Credentials
 from .errors import (
     ApiError,
@@ -33,6 +32,9 @@ from .errors import (
 )
 from .operations import Operation
 from .pacer import Pacer
+
+if TYPE_CHECKING:
+    from ..config import ApiSettings  # config reads the rate-limit syntax from this package
 
 logger = logging.getLogger(__name__)
 

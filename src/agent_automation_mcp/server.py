@@ -1,0 +1,133 @@
+"""The MCP server, built from the settings: which tools, the read-only ceiling, and the shared HTTP transport."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final, Literal
+
+from mcp import MCPError
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult
+from mcp.types import Tool as MCPTool
+from pydantic import ValidationError
+
+from . import __version__
+from .api.errors import ApiError
+from .api.transport import ApiTransport
+from .config import ApiSettings, ServerSettings
+from .pacing import create_pacer
+from .tools.callers import CallerResolver, ConfiguredCaller, ServerState
+from .tools.errors import argument_error, error_result
+from .tools.registry import ToolSpec, select_tools
+
+logger = logging.getLogger(__name__)
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+INSTRUCTIONS: Final = (
+    "Drive Codegen AI coding agents: create_agent_run starts one on a repository (ids from list_repositories); "
+    "get_agent_run with wait_seconds follows it; get_agent_run_logs reads its trace page by page (next_skip). "
+    "Failed calls return {error: {kind, message, hint, retry_after_seconds?}}: follow the hint."
+)
+
+
+class AgentAutomationServer(MCPServer[ServerState]):
+    """An `MCPServer` offering exactly the tools `select_tools` allows, with one error shape for every failure."""
+
+    def __init__(self, api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
+                 log_level: LogLevel = "WARNING") -> None:
+        self.api_settings = api
+        self.server_settings = settings
+        self.tool_specs: tuple[ToolSpec, ...] = tuple(select_tools(settings))
+        self._callers = callers or ConfiguredCaller(api.token, api.org_id)
+        self._compact_tools: list[MCPTool] | None = None
+        super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
+                         instructions=INSTRUCTIONS, lifespan=_lifespan, log_level=log_level)
+        for spec in self.tool_specs:
+            self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
+                          annotations=spec.annotations, structured_output=True)
+        self._offered = frozenset(spec.name for spec in self.tool_specs)
+
+    async def list_tools(self) -> list[MCPTool]:
+        if self._compact_tools is None:
+            self._compact_tools = [
+                tool.model_copy(update={"input_schema": compact_schema(tool.input_schema),
+                                        "output_schema": compact_schema(tool.output_schema, output=True)})
+                for tool in await super().list_tools()]
+        return self._compact_tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[ServerState, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        if name not in self._offered:
+            # The spec's protocol error; a tool outside the toolsets or the read-only ceiling does not exist here.
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ApiError):
+                error = cause
+            elif isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                error = argument_error(name, cause)  # the SDK refused the arguments before the tool ran
+            else:
+                raise
+        logger.info("tool %s failed: %s (status %s)", name, error.kind, error.status)
+        return error_result(error)
+
+
+@asynccontextmanager
+async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+    """One pooled HTTP transport per process, closed on shutdown."""
+    assert isinstance(server, AgentAutomationServer)
+    api = server.api_settings
+    async with ApiTransport(api, create_pacer(api)) as transport:
+        yield ServerState(transport=transport, callers=server._callers, settings=server.server_settings)
+
+
+def build_server(api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
+                 log_level: LogLevel = "WARNING") -> AgentAutomationServer:
+    return AgentAutomationServer(api, settings, callers=callers, log_level=log_level)
+
+
+def compact_schema(schema: Any, *, output: bool = False) -> Any:
+    """The same schema in fewer characters, so tools/list costs every conversation less context.
+
+    Drops the `title` keywords pydantic adds (they restate property names; a property *named* title is
+    kept), `default: null`, and writes `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`. In output
+    schemas defaults, descriptions and `additionalProperties` say nothing a model needs before calling (the
+    tool's description says what it returns), so they go too.
+    """
+    if isinstance(schema, list):
+        return [compact_schema(item, output=output) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if (key == "title" and isinstance(value, str)) or (key == "default" and (value is None or output)) \
+                or (output and (key == "description" or (key == "additionalProperties" and isinstance(value, bool)))):
+            continue
+        if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+            out[key] = {name: compact_schema(sub, output=output) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "prefixItems"):
+            out[key] = compact_schema(value, output=output)
+        else:
+            out[key] = value
+    return _nullable(out)
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    branches = schema.get("anyOf")
+    if not isinstance(branches, list) or len(branches) != 2 or {"type": "null"} not in branches:
+        return schema
+    (other,) = [b for b in branches if b != {"type": "null"}]
+    if not isinstance(other.get("type"), str) or "$ref" in other:
+        return schema
+    merged = other | {k: v for k, v in schema.items() if k != "anyOf"}  # the outer description wins
+    merged["type"] = [other["type"], "null"]
+    if "enum" in merged:
+        merged["enum"] = [*merged["enum"], None]
+    return merged

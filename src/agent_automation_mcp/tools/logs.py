@@ -1,0 +1,123 @@
+"""Toolset `logs`: an agent run's trace, page by page, trimmed so a page cannot flood a model's context."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any, Final, Literal
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+
+from ..api.client import trace_continues
+from ..api.errors import ApiTimeoutError, RateLimitError
+from ..api.models import MESSAGE_TYPES, LogEntry
+from ..api.params import Id
+from .callers import CALL_SECONDS, client_for, state_of
+from .registry import Toolset
+from .results import Output, PageLimit, PageSkip, ok, trim_text
+
+toolset = Toolset("logs")
+
+PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
+MAX_ENTRIES: Final = 500  # all_pages returns at most this many entries per call
+
+MessageType = Literal[MESSAGE_TYPES]  # type: ignore[valid-type]
+
+
+class TraceEntry(Output):
+    created_at: str | None = None
+    message_type: str | None = None
+    thought: str | None = None
+    tool_name: str | None = None
+    tool_input: Any = None
+    tool_output: Any = None
+    observation: Any = None
+
+    @model_serializer(mode="wrap")
+    def _drop_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class TracePage(Output):
+    agent_run_id: int
+    status: str | None = None
+    is_terminal: bool
+    total_logs: int | None = None
+    entries: list[TraceEntry]
+    read: int  # entries read from the trace, before the message_types filter
+    next_skip: int | None
+    trimmed_fields: int = 0
+    note: str | None = None
+
+
+def _trim(entry: LogEntry, max_chars: int) -> tuple[TraceEntry, int]:
+    """Long strings are cut; long objects become their cut JSON text. Returns the entry and how many fields were cut."""
+    values: dict[str, Any] = {}
+    cut = 0
+    for name in TraceEntry.model_fields:
+        value = getattr(entry, name, None)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":")) if isinstance(value, dict | list) else value
+        if isinstance(text, str) and len(text) > max_chars:
+            value = trim_text(text, max_chars)
+            cut += 1
+        values[name] = value
+    return TraceEntry(**values), cut
+
+
+@toolset.tool("Get agent run logs", "get_agent_run_logs")
+async def get_agent_run_logs(
+    agent_run_id: Id, ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100,
+    reverse: Annotated[bool, Field(description="Newest entries first.")] = False,
+    message_types: Annotated[list[MessageType] | None, Field(  # type: ignore[valid-type]
+        description="Only return entries of these types (e.g. ERROR, FINAL_ANSWER).")] = None,
+    all_pages: Annotated[bool, Field(
+        description=f"Follow pages for up to {PAGING_SECONDS:g} s ({MAX_ENTRIES} entries at most).")] = False,
+) -> Annotated[CallToolResult, TracePage]:
+    """Read an agent run's execution trace (its steps: thoughts, tool calls, errors, final answer) from
+    skip, in pages of limit entries. Long field values are trimmed. Returns the entries, total_logs and
+    next_skip (null once the trace is finished): pass it as skip to continue."""
+    client = await client_for(ctx, CALL_SECONDS)
+    if all_pages:
+        client = client.as_bulk()
+    max_chars = state_of(ctx).settings.max_field_chars
+    wanted = set(message_types or ())
+    started = time.monotonic()
+    entries: list[TraceEntry] = []
+    read = trimmed = 0
+    position: int | None = skip
+    note = page = None
+    while position is not None:
+        try:
+            page = await client.get_agent_run_logs(agent_run_id, skip=position, limit=limit, reverse=reverse)
+        except (RateLimitError, ApiTimeoutError) as exc:
+            if page is None:
+                raise
+            retry = f"; retry after {exc.retry_after:.1f} s" if exc.retry_after else ""
+            note = f"stopped early ({exc.kind}{retry}): continue from next_skip"
+            break
+        read += len(page.logs)
+        for log in page.logs:
+            if not wanted or log.message_type in wanted:
+                entry, cut = _trim(log, max_chars)
+                entries.append(entry)
+                trimmed += cut
+        after = position + len(page.logs)
+        position = after if trace_continues(page, after, limit) else None
+        if not all_pages or position is None:
+            break
+        await ctx.report_progress(read, page.total_logs, f"read {read} of {page.total_logs} trace entries")
+        if len(entries) >= MAX_ENTRIES:
+            note = f"stopped at {len(entries)} entries: continue from next_skip"
+            break
+        if time.monotonic() - started > PAGING_SECONDS:
+            note = f"stopped after {PAGING_SECONDS:g} s: continue from next_skip"
+            break
+    assert page is not None
+    out = TracePage(agent_run_id=agent_run_id, status=page.status, is_terminal=page.is_terminal,
+                    total_logs=page.total_logs, entries=entries, read=read, next_skip=position,
+                    trimmed_fields=trimmed, note=note)
+    end = "end of trace" if position is None else f"next_skip={position}"
+    return ok(out, f"{len(entries)} entries (read {read} of {page.total_logs}) from run {agent_run_id}, "
+                   f"{page.status}; {end}{f'; {note}' if note else ''}")

@@ -1,0 +1,135 @@
+"""Toolset `org`: organisations, users, repositories, integrations and models the token can see."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ..api.models import Models
+from ..api.params import Id
+from .callers import client_for
+from .registry import Toolset
+from .results import Output, PageLimit, PageSkip, next_skip, ok
+
+toolset = Toolset("org")
+
+
+
+class Organization(Output):
+    id: int
+    name: str | None = None
+
+
+class User(Output):
+    id: int
+    github_username: str | None = None
+    full_name: str | None = None
+    email: str | None = None
+    role: str | None = None
+    is_admin: bool | None = None
+
+
+class Repository(Output):
+    id: int
+    full_name: str | None = None
+    description: str | None = None
+    language: str | None = None
+    visibility: str | None = None
+    archived: bool | None = None
+    setup_status: str | None = None
+
+
+class OrganizationList(Output):
+    organizations: list[Organization]
+    total: int | None = None
+    next_skip: int | None = None
+
+
+class UserList(Output):
+    users: list[User]
+    total: int | None = None
+    next_skip: int | None = None
+
+
+class RepositoryList(Output):
+    repositories: list[Repository]
+    total: int | None = None
+    next_skip: int | None = None
+
+
+class Integration(Output):
+    integration_type: str
+    active: bool
+
+
+class IntegrationList(Output):
+    integrations: list[Integration]
+    total_active_integrations: int | None = None
+
+
+def _count(items: list[object], total: int | None, following: int | None, what: str) -> str:
+    more = f"; next_skip={following}" if following is not None else ""
+    return f"{len(items)} {what} (of {total if total is not None else 'unknown'}){more}"
+
+
+@toolset.tool("List organizations", "list_organizations")
+async def list_organizations(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100) -> Annotated[
+        CallToolResult, OrganizationList]:
+    """List the organisations the API token belongs to (ids and names)."""
+    page = await (await client_for(ctx, needs_org=False)).list_organizations(skip=skip, limit=limit)
+    out = OrganizationList(organizations=[Organization.pick(o) for o in page.items], total=page.total,
+                           next_skip=next_skip(skip, len(page.items), limit, page.total))
+    return ok(out, _count(out.organizations, out.total, out.next_skip, "organisations") + ": " +
+              ", ".join(f"{o.id} ({o.name})" for o in out.organizations[:10]))
+
+
+@toolset.tool("List users", "list_users")
+async def list_users(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 50) -> Annotated[CallToolResult, UserList]:
+    """List the organisation's users (id, GitHub username, email, role)."""
+    page = await (await client_for(ctx)).list_users(skip=skip, limit=limit)
+    out = UserList(users=[User.pick(u) for u in page.items], total=page.total,
+                   next_skip=next_skip(skip, len(page.items), limit, page.total))
+    return ok(out, _count(out.users, out.total, out.next_skip, "users"))
+
+
+@toolset.tool("Get user", "get_user", "get_current_user")
+async def get_user(ctx: Context, user_id: Annotated[Id | None, Field(
+        description="Omit for the token's own user.")] = None) -> Annotated[CallToolResult, User]:
+    """Get one user of the organisation, or without user_id the user the API token belongs to."""
+    if user_id is None:
+        user = User.pick(await (await client_for(ctx, needs_org=False)).get_current_user())
+    else:
+        user = User.pick(await (await client_for(ctx)).get_user(user_id))
+    return ok(user, f"User {user.id}: {user.github_username or user.full_name or user.email or 'no name'}")
+
+
+@toolset.tool("List repositories", "list_repositories")
+async def list_repositories(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 50) -> Annotated[
+        CallToolResult, RepositoryList]:
+    """List the organisation's repositories: the repo_id values other tools take, with names and languages."""
+    page = await (await client_for(ctx)).list_repositories(skip=skip, limit=limit)
+    out = RepositoryList(repositories=[Repository.pick(r) for r in page.items], total=page.total,
+                         next_skip=next_skip(skip, len(page.items), limit, page.total))
+    return ok(out, _count(out.repositories, out.total, out.next_skip, "repositories") + ": " +
+              ", ".join(f"{r.id} ({r.full_name})" for r in out.repositories[:10]))
+
+
+@toolset.tool("List integrations", "list_integrations")
+async def list_integrations(ctx: Context) -> Annotated[CallToolResult, IntegrationList]:
+    """Show which integrations (GitHub, Slack, Linear, ...) the organisation has and which are active."""
+    found = await (await client_for(ctx)).list_integrations()
+    out = IntegrationList(integrations=[Integration.pick(i) for i in found.integrations],
+                          total_active_integrations=found.total_active_integrations)
+    active = [i.integration_type for i in out.integrations if i.active]
+    return ok(out, f"{len(active)} active integrations: {', '.join(active) or 'none'}")
+
+
+@toolset.tool("List models", "list_models")
+async def list_models(ctx: Context) -> Annotated[CallToolResult, Models]:
+    """List the models agent runs can use (the model argument of create_agent_run) and the default."""
+    out = await (await client_for(ctx)).list_models()
+    count = sum(len(p.models) for p in out.providers)
+    return ok(out, f"{count} models from {len(out.providers)} providers; default {out.default_model}")

@@ -1,0 +1,140 @@
+"""Toolset `runs`: start, inspect, wait for, list and resume agent runs."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Final
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ..api.errors import ApiTimeoutError, RateLimitError
+from ..api.models import AgentRun, LogPage
+from ..api.params import AgentType, Id, Prompt, SourceType
+from .callers import CALL_SECONDS, client_for, state_of
+from .registry import Toolset
+from .results import Output, PageLimit, PageSkip, next_skip, ok, trim_text
+
+toolset = Toolset("runs")
+
+WEB_APP_URL: Final = "https://codegen.com"
+MAX_WAIT_SECONDS: Final = 50
+WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answers within ~54 s
+POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
+
+WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
+                                   description="Wait up to this many seconds for the run to finish (0-50).")]
+Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
+
+
+class PullRequestRef(Output):
+    id: int  # what edit_pull_request takes
+    url: str | None = None
+
+
+class Run(Output):
+    id: int
+    status: str | None = None
+    is_terminal: bool
+    web_url: str
+    created_at: str | None = None
+    result: str | None = None
+    summary: str | None = None
+    pull_requests: list[PullRequestRef] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, run: AgentRun | LogPage, max_chars: int) -> Run:
+        prs = getattr(run, "github_pull_requests", None) or []
+        return cls(
+            id=run.id, status=run.status, is_terminal=run.is_terminal,
+            web_url=run.web_url or f"{WEB_APP_URL}/agent/trace/{run.id}",
+            created_at=run.created_at,
+            result=trim_text(run.result, max_chars) if run.result else run.result,
+            summary=trim_text(s, max_chars) if (s := getattr(run, "summary", None)) else None,
+            pull_requests=[PullRequestRef(id=pr.id, url=pr.url) for pr in prs],
+        )
+
+    def describe(self) -> str:
+        return f"Run {self.id} is {self.status or 'of unknown status'}{' (finished)' if self.is_terminal else ''}: " \
+               f"{self.web_url}"
+
+
+class WaitedRun(Run):
+    waited_seconds: float = 0
+
+
+class RunList(Output):
+    runs: list[Run]
+    total: int | None = None
+    next_skip: int | None = None
+
+
+def _max_chars(ctx: Context) -> int:
+    return state_of(ctx).settings.max_field_chars
+
+
+@toolset.tool("Create agent run", "create_agent_run")
+async def create_agent_run(
+    prompt: Prompt, ctx: Context,
+    repo_id: Annotated[Id | None, Field(description="Repository to work on; see list_repositories.")] = None,
+    model: Model | None = None,
+    agent_type: Annotated[AgentType | None, Field(description="Omit for the organisation's default.")] = None,
+) -> Annotated[CallToolResult, Run]:
+    """Start an AI coding agent on a task (optionally on one repository). It runs for minutes: follow it
+    with get_agent_run (wait_seconds) and read its steps with get_agent_run_logs. Returns the run with its
+    id, status and web_url. Each call starts a new run (limit: 10 per minute)."""
+    client = await client_for(ctx)
+    run = Run.of(await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type), _max_chars(ctx))
+    return ok(run, f"Started run {run.id} ({run.status}): {run.web_url}")
+
+
+@toolset.tool("Get agent run", "get_agent_run")
+async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
+        CallToolResult, WaitedRun]:
+    """Get an agent run's status, result and pull requests. With wait_seconds > 0, poll until the run
+    finishes or the wait ends (progress is reported meanwhile); is_terminal tells which. Call again to
+    keep waiting."""
+    client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
+    started = time.monotonic()
+    run = await client.get_agent_run(agent_run_id)
+    polls = 0
+    while not run.is_terminal and (left := started + wait_seconds - time.monotonic()) > 0:
+        waited = time.monotonic() - started
+        await ctx.report_progress(waited, wait_seconds, f"run {agent_run_id} is {run.status}; waited {waited:.0f} s")
+        await anyio.sleep(min(POLL_INTERVALS[min(polls, len(POLL_INTERVALS) - 1)], left))
+        polls += 1
+        try:
+            run = await client.get_agent_run(agent_run_id)
+        except (RateLimitError, ApiTimeoutError):
+            break  # the budget is spent: answer with the last status seen
+    out = WaitedRun(**Run.of(run, _max_chars(ctx)).model_dump(), waited_seconds=round(time.monotonic() - started, 1))
+    more = "" if out.is_terminal or not wait_seconds else f" after waiting {out.waited_seconds:g} s; call again to wait"
+    return ok(out, out.describe() + more)
+
+
+@toolset.tool("List agent runs", "list_agent_runs")
+async def list_agent_runs(
+    ctx: Context, skip: PageSkip = 0, limit: PageLimit = 20,
+    user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
+    source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
+) -> Annotated[CallToolResult, RunList]:
+    """List the organisation's agent runs, newest first, optionally only one user's or one source's.
+    Returns runs with status and web_url, the total and next_skip for the next page."""
+    client = await client_for(ctx)
+    page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=skip, limit=limit)
+    out = RunList(runs=[Run.of(r, _max_chars(ctx)) for r in page.items], total=page.total,
+                  next_skip=next_skip(skip, len(page.items), limit, page.total))
+    return ok(out, f"{len(out.runs)} runs (of {out.total if out.total is not None else 'unknown'} in total)"
+                   f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}")
+
+
+@toolset.tool("Resume agent run", "resume_agent_run")
+async def resume_agent_run(agent_run_id: Id, prompt: Prompt, ctx: Context,
+                           model: Model | None = None) -> Annotated[CallToolResult, Run]:
+    """Send a follow-up instruction to an existing agent run (e.g. to fix review comments or continue after
+    it finished). Returns the run; follow it with get_agent_run."""
+    client = await client_for(ctx)
+    run = Run.of(await client.resume_agent_run(agent_run_id, prompt, model=model), _max_chars(ctx))
+    return ok(run, f"Resumed: {run.describe()}")

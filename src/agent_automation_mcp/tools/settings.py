@@ -1,0 +1,55 @@
+"""Toolset `settings`: a repository's check-suite settings (how failed CI checks are retried and fixed)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ..api.models import CheckSuiteSettings
+from ..api.params import CheckRetryCount, Id
+from .callers import client_for
+from .registry import Toolset
+from .results import Output, ok
+
+toolset = Toolset("settings")
+
+RepoId = Annotated[Id, Field(description="Repository id; see list_repositories.")]
+
+
+class SettingsChange(Output):
+    repo_id: int
+    updated: list[str]
+    response: dict[str, Any]
+
+
+@toolset.tool("Get check-suite settings", "get_check_suite_settings")
+async def get_check_suite_settings(repo_id: RepoId, ctx: Context) -> Annotated[CallToolResult, CheckSuiteSettings]:
+    """Read how a repository's failed CI checks are handled: retry counts, ignored checks, custom
+    prompts per check and apps whose failures are handled first."""
+    out = await (await client_for(ctx)).get_check_suite_settings(repo_id)
+    return ok(out, f"Repository {repo_id}: retry failed checks {out.check_retry_count} times, "
+                   f"{len(out.ignored_checks)} ignored checks")
+
+
+@toolset.tool("Update check-suite settings", "update_check_suite_settings")
+async def update_check_suite_settings(
+    repo_id: RepoId, ctx: Context,
+    check_retry_count: CheckRetryCount | None = None,
+    ignored_checks: Annotated[list[str] | None, Field(description="Check names to ignore (replaces the list).")] = None,
+    check_retry_counts: Annotated[dict[str, CheckRetryCount] | None, Field(
+        description="Retry count per check name.")] = None,
+    custom_prompts: Annotated[dict[str, str] | None, Field(description="Fix instructions per check name.")] = None,
+    high_priority_apps: Annotated[list[str] | None, Field(
+        description="Apps whose check failures are handled immediately.")] = None,
+) -> Annotated[CallToolResult, SettingsChange]:
+    """Change a repository's check-suite settings. Only the settings given change; give at least one."""
+    fields = {"check_retry_count": check_retry_count, "ignored_checks": ignored_checks,
+              "check_retry_counts": check_retry_counts, "custom_prompts": custom_prompts,
+              "high_priority_apps": high_priority_apps}
+    response = await (await client_for(ctx)).update_check_suite_settings(repo_id, **fields)
+    updated = [name for name, value in fields.items() if value is not None]
+    return ok(SettingsChange(repo_id=repo_id, updated=updated, response=response),
+              f"Repository {repo_id}: updated {', '.join(updated)}")

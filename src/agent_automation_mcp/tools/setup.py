@@ -1,0 +1,38 @@
+"""Toolset `setup`: agent runs that prepare a repository's sandbox (setup commands, log analysis)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ..api.models import LogAnalysis, SetupCommands
+from ..api.params import Id, Prompt
+from .callers import client_for
+from .registry import Toolset
+from .results import ok
+
+toolset = Toolset("setup")
+
+
+@toolset.tool("Generate setup commands", "generate_setup_commands")
+async def generate_setup_commands(
+    repo_id: Annotated[Id, Field(description="Repository id; see list_repositories.")], ctx: Context,
+    prompt: Annotated[Prompt | None, Field(description="Extra guidance for the setup agent.")] = None,
+) -> Annotated[CallToolResult, SetupCommands]:
+    """Start an agent run that works out the commands to install and build a repository in its sandbox.
+    Returns the run's id; follow it with get_agent_run. Limit: 5 per minute."""
+    out = await (await client_for(ctx)).generate_setup_commands(repo_id, prompt)
+    return ok(out, f"Setup-command run {out.agent_run_id} started ({out.status}){f': {out.url}' if out.url else ''}")
+
+
+@toolset.tool("Analyze sandbox logs", "analyze_sandbox_logs")
+async def analyze_sandbox_logs(
+    sandbox_id: Annotated[Id, Field(description="Sandbox id (not an agent run id).")], ctx: Context,
+) -> Annotated[CallToolResult, LogAnalysis]:
+    """Start an agent run that analyses a sandbox's setup logs and explains failures. Returns the run's id;
+    follow it with get_agent_run. Limit: 5 per minute."""
+    out = await (await client_for(ctx)).analyze_sandbox_logs(sandbox_id)
+    return ok(out, f"Log-analysis run {out.agent_run_id} started ({out.status})")

@@ -1,0 +1,55 @@
+"""Toolset `webhooks` (opt-in): the organisation's agent-run completion webhook."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from ..api.models import WebhookConfig
+from ..api.params import WebhookUrl
+from .callers import client_for
+from .registry import Toolset
+from .results import Output, ok
+
+toolset = Toolset("webhooks")
+
+
+class WebhookChange(Output):
+    action: str
+    url: str | None = None
+    response: dict[str, Any]
+
+
+@toolset.tool("Get webhook", "get_webhook")
+async def get_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookConfig]:
+    """Show the webhook called when an agent run finishes (url, enabled, whether a secret is set)."""
+    out = await (await client_for(ctx)).get_webhook()
+    return ok(out, f"Webhook {out.url or 'not set'}{'' if out.enabled or not out.url else ' (disabled)'}")
+
+
+@toolset.tool("Set webhook", "set_webhook")
+async def set_webhook(
+    url: WebhookUrl, ctx: Context,
+    secret: Annotated[str | None, Field(max_length=500, description="Shared secret to sign deliveries.")] = None,
+    enabled: Annotated[bool, Field(description="false keeps the URL but pauses deliveries.")] = True,
+) -> Annotated[CallToolResult, WebhookChange]:
+    """Set (or replace) the organisation's agent-run completion webhook."""
+    response = await (await client_for(ctx)).set_webhook(url, secret, enabled)
+    return ok(WebhookChange(action="set", url=url, response=response), f"Webhook set to {url}")
+
+
+@toolset.tool("Delete webhook", "delete_webhook")
+async def delete_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookChange]:
+    """Remove the organisation's agent-run completion webhook."""
+    response = await (await client_for(ctx)).delete_webhook()
+    return ok(WebhookChange(action="deleted", response=response), "Webhook deleted")
+
+
+@toolset.tool("Test webhook", "test_webhook")
+async def test_webhook(url: WebhookUrl, ctx: Context) -> Annotated[CallToolResult, WebhookChange]:
+    """Send a test delivery to a URL and report whether it answered."""
+    response = await (await client_for(ctx)).test_webhook(url)
+    return ok(WebhookChange(action="tested", url=url, response=response), f"Test delivery sent to {url}")

@@ -1,0 +1,84 @@
+"""Helpers for the end-to-end tests: environments, the server subprocess over stdio or HTTP, the error shape."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mcp import StdioServerParameters
+
+from agent_automation_mcp.sandbox import SandboxServer
+
+MODES = ("auto", "legacy")  # 2026-07-28 (what `auto` lands on against this server) and the 2025-11-25 handshake
+ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+# Pacing is not under test here, and several server processes share one sandbox: room for all of them.
+RATE_LIMITS = ("standard=2000/30s,logs=2000/60s,agent_creation=100/60s,setup_commands=100/60s,"
+               "log_analysis=100/60s,pr_edit=200/60s,webhook_test=100/60s")
+
+
+def clean_env(**values: str | None) -> dict[str, str]:
+    """This process's environment without any of our settings, plus `values` (None removes)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
+    env.update({k: v for k, v in values.items() if v is not None})
+    return env
+
+
+def sandbox_env(sandbox: SandboxServer, **values: str | None) -> dict[str, str]:
+    base = {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_API_TOKEN": sandbox.token,
+            "AGENT_AUTOMATION_ORG_ID": str(sandbox.org_id), "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS}
+    return clean_env(**(base | values))
+
+
+def stdio_server(env: Mapping[str, str], *args: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "agent_automation_mcp", *args], env=dict(env))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class HttpServer:
+    """`agent-automation-mcp --transport http` on a free loopback port."""
+
+    def __init__(self, env: Mapping[str, str], *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http", "--port", str(self.port),
+             *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the HTTP server exited: {self.process.stderr.read().decode()}")  # type: ignore[union-attr]
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("the HTTP server did not start listening within 20 s")
+
+    def stop(self) -> str:
+        self.process.terminate()
+        try:
+            _, err = self.process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, err = self.process.communicate()
+        return err.decode()
+
+
+def error_of(result: Any) -> dict[str, Any]:
+    assert result.is_error, result
+    error = result.structured_content["error"]
+    assert {"kind", "status", "message", "hint"} <= set(error) <= {
+        "kind", "status", "message", "retry_after_seconds", "details", "hint"}
+    assert len(result.content) == 1 and "\n" not in result.content[0].text
+    return error

@@ -1,0 +1,73 @@
+"""The command line: `--sandbox`, `demo`, and refusing bad settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import clean_env, stdio_server
+from mcp import Client
+from mcp.client.stdio import stdio_client
+
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+
+COMMAND = [sys.executable, "-m", "agent_automation_mcp"]
+
+
+@pytest.mark.anyio
+async def test_sandbox_flag_serves_every_tool_without_a_token() -> None:
+    async with Client(stdio_server(clean_env(), "--sandbox")) as client:
+        runs = await client.call_tool("list_agent_runs", {"limit": 2})
+    assert not runs.is_error and len(runs.structured_content["runs"]) == 2
+
+
+def test_sandbox_flag_says_so_on_stderr() -> None:
+    process = subprocess.Popen([*COMMAND, "--sandbox"], env=clean_env(), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()  # type: ignore[union-attr]
+    finally:
+        process.stdin.close()  # type: ignore[union-attr]  # end of input: the server exits
+        process.wait(timeout=20)
+    assert "--sandbox" in line and "simulator" in line and "http://127.0.0.1:" in line
+    assert process.stdout.read() == ""  # type: ignore[union-attr]  # stdout is the protocol's alone
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--toolsets", "runs,nope"], "unknown toolset 'nope'"),
+    (["--org-id", "abc"], "organisation id"),
+    (["--rate-limits", "standard=lots"], "bad rate-limit item"),
+])
+def test_bad_settings_exit_with_a_message(args: list[str], message: str) -> None:
+    done = subprocess.run([*COMMAND, *args], env=clean_env(), capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and message in done.stderr and done.stdout == ""
+
+
+def test_demo_walks_through_a_session() -> None:
+    done = subprocess.run([*COMMAND, "demo", "--run-seconds", "1"], env=clean_env(), capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    for step in ("list_repositories", "create_agent_run", "get_agent_run", "get_agent_run_logs", "ban_checks",
+                 "unban_checks", "edit_pull_request", "update_check_suite_settings", "revoke_oauth_tokens"):
+        assert f"→ {step}(" in done.stdout, step
+    assert "ready_for_review" in done.stdout and "Error [not_found]" in done.stdout
+
+
+@pytest.mark.anyio
+async def test_the_token_never_reaches_stderr_even_at_debug_level(tmp_path: Path) -> None:
+    secret = "tok-e2e-do-not-print-4242"
+    stderr = tmp_path / "stderr.txt"
+    async with SandboxServer(SandboxConfig(tokens=(secret,), run_seconds=0.5)) as sandbox:
+        env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_API_TOKEN=secret)
+        with stderr.open("w") as errlog:
+            async with Client(stdio_client(stdio_server(env, "--log-level", "DEBUG"), errlog=errlog)) as client:
+                results = [await client.call_tool("list_repositories", {}),
+                           await client.call_tool("get_agent_run", {"agent_run_id": 987654}),
+                           await client.call_tool("get_user", {})]
+    assert not results[0].is_error and results[1].is_error
+    logged = stderr.read_text()
+    assert "get_agent_run failed: not_found" in logged  # the log is really at DEBUG
+    assert secret not in logged and all(secret not in str(r.model_dump()) for r in results)

@@ -1,0 +1,122 @@
+"""Tool behaviour beyond a plain call, in memory against the sandbox: organisations, waiting, trimming, paging."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.config import ApiSettings, ServerSettings
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools import logs
+
+LONG_RUN = 409
+REPO_ID = 201
+
+
+@asynccontextmanager
+async def connected(config: SandboxConfig | None = None, *, org: bool = True, rate_limits: str | None = None,
+                    **settings: Any) -> AsyncIterator[tuple[Client, SandboxServer]]:
+    config = config or SandboxConfig(run_seconds=1.0)
+    async with SandboxServer(config) as sandbox:
+        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id if org else None, base_url=sandbox.url,
+                          rate_limits=parse_rate_limits(rate_limits))
+        async with Client(build_server(api, ServerSettings(**settings))) as client:
+            yield client, sandbox
+
+
+@pytest.mark.anyio
+async def test_the_tokens_only_organisation_is_found_and_remembered() -> None:
+    async with connected(org=False) as (client, sandbox):
+        for _ in range(2):
+            result = await client.call_tool("list_repositories", {"limit": 1})
+            assert not result.is_error and result.structured_content["repositories"][0]["id"] == REPO_ID
+        lookups = [r for r in sandbox.request_log if r.operation == "list_organizations"]
+    assert len(lookups) == 1
+
+
+@pytest.mark.anyio
+async def test_several_organisations_without_one_configured_is_a_clear_error() -> None:
+    async with connected(SandboxConfig(visible_orgs=2), org=False) as (client, sandbox):
+        result = await client.call_tool("list_agent_runs", {})
+        # Tools that need no organisation still work.
+        assert not (await client.call_tool("list_organizations", {})).is_error
+    error = result.structured_content["error"]
+    assert error["kind"] == "configuration"
+    assert [org["id"] for org in error["details"]["organizations"]] == [sandbox.org_id, sandbox.org_id + 1]
+    assert "AGENT_AUTOMATION_ORG_ID" in error["hint"] and str(sandbox.org_id + 1) in error["message"]
+
+
+@pytest.mark.anyio
+async def test_a_wait_that_ends_first_returns_the_running_run() -> None:
+    async with connected(SandboxConfig(run_seconds=60)) as (client, _):
+        run = (await client.call_tool("create_agent_run", {"prompt": "slow", "repo_id": REPO_ID})).structured_content
+        result = await client.call_tool("get_agent_run", {"agent_run_id": run["id"], "wait_seconds": 1})
+    assert not result.is_error and result.structured_content["is_terminal"] is False
+    assert result.structured_content["waited_seconds"] >= 1
+    assert "call again" in result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_long_values_are_trimmed_with_a_marker() -> None:
+    async with connected(max_field_chars=100) as (client, _):
+        page = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN})).structured_content
+    assert page["trimmed_fields"] > 0
+    trimmed = [value for entry in page["entries"] for value in entry.values()
+               if isinstance(value, str) and "…[trimmed " in value]
+    assert len(trimmed) == page["trimmed_fields"]
+    for value in trimmed:
+        head, _, marker = value.partition("…[trimmed ")
+        assert len(head) == 100 and marker.endswith(" chars]") and int(marker.split()[0]) > 0
+
+
+@pytest.mark.anyio
+async def test_message_type_filter_and_reverse() -> None:
+    async with connected() as (client, _):
+        errors = (await client.call_tool("get_agent_run_logs", {
+            "agent_run_id": LONG_RUN, "message_types": ["ERROR", "FINAL_ANSWER"], "all_pages": True,
+        })).structured_content
+        newest = (await client.call_tool("get_agent_run_logs", {
+            "agent_run_id": LONG_RUN, "limit": 1, "reverse": True})).structured_content
+    assert errors["entries"] and {e["message_type"] for e in errors["entries"]} <= {"ERROR", "FINAL_ANSWER"}
+    assert errors["read"] == errors["total_logs"] and errors["next_skip"] is None
+    assert newest["entries"][0]["message_type"] in {"FINAL_ANSWER", "ERROR"} and newest["next_skip"] == 1
+
+
+@pytest.mark.anyio
+async def test_all_pages_stops_at_its_budget_and_says_where_to_continue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "MAX_ENTRIES", 120)
+    async with connected() as (client, _):
+        capped = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "limit": 50,
+                                                               "all_pages": True})).structured_content
+        monkeypatch.setattr(logs, "PAGING_SECONDS", 0.0)
+        timed = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "limit": 50,
+                                                              "all_pages": True})).structured_content
+    assert capped["next_skip"] == 150 and len(capped["entries"]) == 150 and "next_skip" in capped["note"]
+    assert timed["next_skip"] == 50 and len(timed["entries"]) == 50 and "stopped after" in timed["note"]
+
+
+@pytest.mark.anyio
+async def test_a_rate_limit_beyond_the_deadline_answers_with_retry_after() -> None:
+    limits = "agent_creation=1/60s"
+    async with connected(SandboxConfig(rate_limits=parse_rate_limits(limits)), rate_limits=limits) as (client, _):
+        first = await client.call_tool("create_agent_run", {"prompt": "one", "repo_id": REPO_ID})
+        second = await client.call_tool("create_agent_run", {"prompt": "two", "repo_id": REPO_ID})
+    assert not first.is_error
+    error = second.structured_content["error"]
+    assert error["kind"] == "rate_limited" and 0 < error["retry_after_seconds"] <= 61
+    assert "Retry after" in second.content[0].text
+
+
+@pytest.mark.anyio
+async def test_pull_requests_of_runs_carry_the_id_edit_pull_request_takes() -> None:
+    async with connected() as (client, _):
+        run = (await client.call_tool("get_agent_run", {"agent_run_id": 401})).structured_content
+        pr_id = run["pull_requests"][0]["id"]
+        edited = await client.call_tool("edit_pull_request", {"pr_id": pr_id, "state": "draft"})
+    assert not edited.is_error and edited.structured_content["state"] == "draft"

@@ -1,0 +1,132 @@
+"""The one error shape, argument refusal before any request, and the filters at call time (in memory)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+from mcp import Client, MCPError
+
+from agent_automation_mcp.api.errors import ConfigurationError, NotFoundError, RateLimitError, ValidationFailedError
+from agent_automation_mcp.config import TOOLSETS, ApiSettings, ServerSettings
+from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools.errors import error_result
+from agent_automation_mcp.tools.registry import all_tools
+
+SECRET = "tok-never-shown-0123456789"
+
+# Smallest valid arguments for each tool.
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "create_agent_run": {"prompt": "x"}, "get_agent_run": {"agent_run_id": 1}, "list_agent_runs": {},
+    "resume_agent_run": {"agent_run_id": 1, "prompt": "x"}, "get_agent_run_logs": {"agent_run_id": 1},
+    "ban_checks": {"agent_run_id": 1}, "unban_checks": {"agent_run_id": 1},
+    "remove_from_pull_request": {"agent_run_id": 1}, "edit_pull_request": {"pr_id": 1, "state": "open"},
+    "get_check_suite_settings": {"repo_id": 1}, "update_check_suite_settings": {"repo_id": 1, "check_retry_count": 2},
+    "list_organizations": {}, "list_users": {}, "get_user": {}, "list_repositories": {}, "list_integrations": {},
+    "list_models": {}, "generate_setup_commands": {"repo_id": 1}, "analyze_sandbox_logs": {"sandbox_id": 1},
+    "get_oauth_token_status": {}, "revoke_oauth_tokens": {"provider": "github"}, "get_webhook": {},
+    "set_webhook": {"url": "https://example.com/hook"}, "delete_webhook": {},
+    "test_webhook": {"url": "https://example.com/hook"},
+}
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _assert_error_shape(result: Any, kind: str) -> dict[str, Any]:
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["kind"] == kind
+    assert set(error) <= {"kind", "status", "message", "retry_after_seconds", "details", "hint"}
+    assert {"kind", "status", "message", "hint"} <= set(error)
+    assert len(result.content) == 1 and "\n" not in result.content[0].text
+    assert kind in result.content[0].text
+    return error
+
+
+def test_arguments_table_covers_every_tool() -> None:
+    assert set(ARGUMENTS) == {spec.name for spec in all_tools()}
+
+
+@pytest.mark.anyio
+async def test_without_a_token_every_tool_says_how_to_set_it() -> None:
+    server = build_server(ApiSettings(token=None), ServerSettings(toolsets=TOOLSETS))
+    async with Client(server) as client:
+        assert len((await client.list_tools()).tools) == len(ARGUMENTS)
+        for name, arguments in ARGUMENTS.items():
+            error = _assert_error_shape(await client.call_tool(name, arguments), "configuration")
+            assert "AGENT_AUTOMATION_API_TOKEN" in error["hint"] and "--sandbox" in error["hint"], name
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("name", "arguments", "field"), [
+    ("get_agent_run", {"agent_run_id": 0}, "agent_run_id"),
+    ("get_agent_run", {"agent_run_id": 1, "wait_seconds": 51}, "wait_seconds"),
+    ("get_agent_run_logs", {"agent_run_id": 1, "limit": 101}, "limit"),
+    ("get_agent_run_logs", {"agent_run_id": 1, "message_types": ["NOPE"]}, "message_types"),
+    ("create_agent_run", {"prompt": "   "}, "prompt"),
+    ("create_agent_run", {}, "prompt"),
+    ("edit_pull_request", {"pr_id": 1, "state": "merged"}, "state"),
+    ("update_check_suite_settings", {"repo_id": 1, "check_retry_count": 11}, "check_retry_count"),
+    ("set_webhook", {"url": "ftp://x"}, "url"),
+])
+async def test_invalid_arguments_are_refused_before_any_request(name: str, arguments: dict[str, Any],
+                                                                 field: str) -> None:
+    # A token and an unreachable service: a request would show up as a connection error instead.
+    server = build_server(ApiSettings(token=SECRET, org_id=1, base_url=_closed_port_url()),
+                          ServerSettings(toolsets=TOOLSETS))
+    async with Client(server) as client:
+        error = _assert_error_shape(await client.call_tool(name, arguments), "invalid_arguments")
+    assert error["status"] is None
+    assert any(detail["loc"][0] == field for detail in error["details"])
+    assert "nothing was sent" in error["hint"]
+
+
+@pytest.mark.anyio
+async def test_update_without_any_setting_is_refused_by_the_client() -> None:
+    server = build_server(ApiSettings(token=SECRET, org_id=1, base_url=_closed_port_url()), ServerSettings())
+    async with Client(server) as client:
+        result = await client.call_tool("update_check_suite_settings", {"repo_id": 1})
+    _assert_error_shape(result, "invalid_arguments")
+
+
+@pytest.mark.anyio
+async def test_unreachable_service_is_a_connection_error_without_the_token() -> None:
+    server = build_server(ApiSettings(token=SECRET, org_id=1, base_url=_closed_port_url()), ServerSettings())
+    async with Client(server) as client:
+        result = await client.call_tool("get_agent_run", {"agent_run_id": 5})
+    _assert_error_shape(result, "connection")
+    assert SECRET not in str(result.model_dump())
+
+
+@pytest.mark.anyio
+async def test_unknown_and_filtered_tools_are_protocol_errors() -> None:
+    server = build_server(ApiSettings(token=SECRET, org_id=1), ServerSettings(toolsets=("runs", "oauth"),
+                                                                              read_only=True))
+    async with Client(server) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == {"get_agent_run", "list_agent_runs",
+                                                                         "get_oauth_token_status"}
+        for name in ("no_such_tool", "create_agent_run", "revoke_oauth_tokens", "get_agent_run_logs"):
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool(name, ARGUMENTS.get(name, {}))
+            assert caught.value.error.code == -32602
+            assert name in caught.value.error.message
+
+
+def test_error_result_carries_retry_after_details_and_one_line() -> None:
+    result = error_result(RateLimitError("rate limit exceeded", status=429, retry_after=2.01))
+    error = result.structured_content["error"]
+    assert error["retry_after_seconds"] == 2.1 and error["status"] == 429
+    assert result.content[0].text == ("Error [rate_limited] (HTTP 429): rate limit exceeded. Retry after 2.1 s. "
+                                      "Wait retry_after_seconds, then call again.")
+    details = [{"loc": ["body", "prompt"], "msg": "Field required", "type": "missing"}]
+    error = error_result(ValidationFailedError("prompt: Field required", status=422, details=details))
+    assert error.structured_content["error"]["details"] == details
+    not_found = error_result(NotFoundError("Agent run 9 not found", status=404)).structured_content["error"]
+    assert "retry_after_seconds" not in not_found and "details" not in not_found
+    listed = error_result(ConfigurationError("this API token sees 2 organisations: 1 (a), 2 (b)"))
+    assert listed.structured_content["error"]["status"] is None

@@ -1,0 +1,157 @@
+"""The tool surface: names, toolsets, coverage of the operation table, annotations, filters, schemas, budget."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from agent_automation_mcp.api.operations import OPERATIONS
+from agent_automation_mcp.config import DEFAULT_TOOLSETS, TOOLSETS, ApiSettings, ServerSettings
+from agent_automation_mcp.server import build_server, compact_schema
+from agent_automation_mcp.tools.registry import OPERATIONS_WITHOUT_TOOL, all_tools, select_tools
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+BUDGET_TOKENS = 5000
+
+# The issue fixes these names and groups; users' prompts and configurations name them.
+EXPECTED = {
+    "runs": ["create_agent_run", "get_agent_run", "list_agent_runs", "resume_agent_run"],
+    "logs": ["get_agent_run_logs"],
+    "checks": ["ban_checks", "unban_checks", "remove_from_pull_request"],
+    "pulls": ["edit_pull_request"],
+    "settings": ["get_check_suite_settings", "update_check_suite_settings"],
+    "org": ["list_organizations", "list_users", "get_user", "list_repositories", "list_integrations", "list_models"],
+    "setup": ["generate_setup_commands", "analyze_sandbox_logs"],
+    "oauth": ["get_oauth_token_status", "revoke_oauth_tokens"],
+    "webhooks": ["get_webhook", "set_webhook", "delete_webhook", "test_webhook"],
+}
+DESTRUCTIVE = {"ban_checks", "remove_from_pull_request", "edit_pull_request", "revoke_oauth_tokens", "delete_webhook"}
+
+
+def _wire(tools: list[Any]) -> list[dict[str, Any]]:
+    return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+
+
+async def _listed(settings: ServerSettings) -> list[dict[str, Any]]:
+    async with Client(build_server(ApiSettings(), settings)) as client:
+        return _wire((await client.list_tools()).tools)
+
+
+def test_names_and_toolsets_are_exactly_the_issues() -> None:
+    grouped: dict[str, list[str]] = {}
+    for spec in all_tools():
+        grouped.setdefault(spec.toolset, []).append(spec.name)
+    assert grouped == EXPECTED
+    assert tuple(EXPECTED) == TOOLSETS
+    assert tuple(t for t in TOOLSETS if t not in {"oauth", "webhooks"}) == DEFAULT_TOOLSETS
+
+
+def test_every_operation_reaches_a_tool_or_is_excluded_with_a_reason() -> None:
+    reached = {op for spec in all_tools() for op in spec.operations}
+    assert reached.isdisjoint(OPERATIONS_WITHOUT_TOOL)
+    assert reached | set(OPERATIONS_WITHOUT_TOOL) == set(OPERATIONS)
+    assert all(len(reason) > 20 for reason in OPERATIONS_WITHOUT_TOOL.values())
+    # The two operations the issue folds into one tool each.
+    by_name = {spec.name: spec for spec in all_tools()}
+    assert set(by_name["get_user"].operations) == {"get_user", "get_current_user"}
+    assert set(by_name["edit_pull_request"].operations) == {"edit_pull_request", "edit_pull_request_simple"}
+
+
+@pytest.mark.anyio
+async def test_listed_annotations_come_from_the_operation_table() -> None:
+    listed = {tool["name"]: tool for tool in await _listed(ServerSettings(toolsets=TOOLSETS))}
+    assert set(listed) == {name for names in EXPECTED.values() for name in names}
+    for spec in all_tools():
+        ops = [OPERATIONS[op] for op in spec.operations]
+        hints = listed[spec.name]["annotations"]
+        assert hints["readOnlyHint"] is all(op.read_only for op in ops), spec.name
+        assert hints["openWorldHint"] is True
+        if hints["readOnlyHint"]:
+            assert "destructiveHint" not in hints and "idempotentHint" not in hints
+        else:
+            assert hints["destructiveHint"] is any(op.destructive for op in ops), spec.name
+            assert hints["idempotentHint"] is all(op.idempotent for op in ops), spec.name
+    assert {n for n, t in listed.items() if t["annotations"].get("destructiveHint")} == DESTRUCTIVE
+    assert not listed["create_agent_run"]["annotations"]["idempotentHint"]
+    assert listed["update_check_suite_settings"]["annotations"]["idempotentHint"]
+
+
+def test_read_only_ceiling_and_toolset_filter() -> None:
+    read_only = select_tools(ServerSettings(toolsets=TOOLSETS, read_only=True))
+    assert read_only and all(spec.read_only for spec in read_only)
+    assert {s.name for s in read_only} >= {"get_agent_run", "get_agent_run_logs", "get_webhook", "list_models"}
+    assert not {s.name for s in read_only} & {"create_agent_run", "ban_checks", "revoke_oauth_tokens"}
+    logs_only = select_tools(ServerSettings(toolsets=("logs",)))
+    assert [s.name for s in logs_only] == ["get_agent_run_logs"]
+    assert "revoke_oauth_tokens" not in {s.name for s in select_tools(ServerSettings())}
+
+
+@pytest.mark.anyio
+async def test_every_tool_has_a_description_bounded_arguments_and_an_output_schema() -> None:
+    for tool in await _listed(ServerSettings(toolsets=TOOLSETS)):
+        assert 40 <= len(tool["description"]) <= 400, tool["name"]
+        assert tool["title"]
+        assert tool["inputSchema"]["type"] == "object"
+        assert tool["outputSchema"]["type"] == "object"
+        for name, prop in tool["inputSchema"]["properties"].items():
+            if name.endswith("_id") and "integer" in json.dumps(prop):
+                assert prop["minimum"] == 1, (tool["name"], name)
+            if name == "limit":
+                assert (prop["minimum"], prop["maximum"]) == (1, 100)
+
+
+@pytest.mark.anyio
+async def test_tool_schemas_match_the_snapshots() -> None:
+    """Any change to what a model sees is a reviewed diff. Regenerate with UPDATE_SNAPSHOTS=1."""
+    tools = await _listed(ServerSettings(toolsets=TOOLSETS))
+    update = os.environ.get("UPDATE_SNAPSHOTS") == "1"
+    if update:
+        SNAPSHOTS.mkdir(exist_ok=True)
+        for stale in SNAPSHOTS.glob("*.json"):
+            stale.unlink()
+    for tool in tools:
+        path = SNAPSHOTS / f"{tool['name']}.json"
+        text = json.dumps(tool, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        if update:
+            path.write_text(text)
+        assert path.exists(), f"no snapshot for {tool['name']}: run with UPDATE_SNAPSHOTS=1"
+        assert path.read_text() == text, f"{tool['name']} changed: review, then UPDATE_SNAPSHOTS=1"
+    assert {p.stem for p in SNAPSHOTS.glob("*.json")} == {t["name"] for t in tools}
+
+
+@pytest.mark.anyio
+async def test_default_tools_list_fits_the_context_budget() -> None:
+    payload = json.dumps({"tools": await _listed(ServerSettings())}, separators=(",", ":"), ensure_ascii=False)
+    tokens = len(payload) // 4
+    print(f"\ntools/list for the default toolsets: {len(payload)} chars ≈ {tokens} tokens (budget {BUDGET_TOKENS})")
+    assert tokens <= BUDGET_TOKENS
+
+
+def test_compact_schema_keeps_meaning() -> None:
+    schema = {
+        "title": "X", "type": "object",
+        "properties": {
+            "title": {"title": "Title", "type": "string"},
+            "state": {"anyOf": [{"enum": ["a", "b"], "type": "string"}, {"type": "null"}], "default": None},
+            "n": {"anyOf": [{"type": "integer", "minimum": 1, "description": "inner"}, {"type": "null"}],
+                  "description": "outer"},
+            "ref": {"anyOf": [{"$ref": "#/$defs/R"}, {"type": "null"}]},
+        },
+    }
+    assert compact_schema(schema) == {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "state": {"enum": ["a", "b", None], "type": ["string", "null"]},
+            "n": {"type": ["integer", "null"], "minimum": 1, "description": "outer"},
+            "ref": {"anyOf": [{"$ref": "#/$defs/R"}, {"type": "null"}]},
+        },
+    }
+    assert compact_schema({"type": "object", "additionalProperties": False, "description": "d",
+                           "properties": {"a": {"type": "integer", "default": 3}}}, output=True) == {
+        "type": "object", "properties": {"a": {"type": "integer"}}}

@@ -1,0 +1,33 @@
+"""The server's settings: toolsets, the read-only ceiling and trimming, from the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_automation_mcp.config import DEFAULT_TOOLSETS, TOOLSETS, ServerSettings, parse_toolsets
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, DEFAULT_TOOLSETS),
+    ("", DEFAULT_TOOLSETS),
+    ("all", TOOLSETS),
+    ("logs, runs", ("runs", "logs")),
+    ("default,oauth", (*DEFAULT_TOOLSETS, "oauth")),
+    ("WEBHOOKS,webhooks", ("webhooks",)),
+])
+def test_parse_toolsets(value: str | None, expected: tuple[str, ...]) -> None:
+    assert parse_toolsets(value) == expected
+
+
+def test_unknown_toolset_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown toolset 'pull'.*pulls"):
+        parse_toolsets("runs,pull")
+
+
+def test_from_env() -> None:
+    assert ServerSettings.from_env({}) == ServerSettings()
+    settings = ServerSettings.from_env({"AGENT_AUTOMATION_TOOLSETS": "runs", "AGENT_AUTOMATION_READ_ONLY": "true",
+                                        "AGENT_AUTOMATION_MAX_FIELD_CHARS": "400"})
+    assert settings == ServerSettings(toolsets=("runs",), read_only=True, max_field_chars=400)
+    with pytest.raises(ValueError, match="at least 100"):
+        ServerSettings.from_env({"AGENT_AUTOMATION_MAX_FIELD_CHARS": "5"})
