@@ -1,0 +1,102 @@
+"""What a sandbox is configured with: who may call it, its limits, its clock and its fault switches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..api.limits import RateLimit, parse_rate_limits
+
+Algorithm = Literal["fixed", "sliding-log", "sliding-counter"]
+LogsPaths = Literal["both", "alpha", "contract"]
+ALGORITHMS: tuple[Algorithm, ...] = ("fixed", "sliding-log", "sliding-counter")
+LOGS_PATHS: tuple[LogsPaths, ...] = ("both", "alpha", "contract")
+DEMO_TOKEN = "sandbox-demo-token"
+MAX_VISIBLE_ORGS = 8  # entity ids are laid out in blocks of 1000 per organisation, below the ids of new things
+
+
+@dataclass
+class Faults:
+    """Failure switches for reliability work; all off by default and mutable while the sandbox runs.
+
+    A fault hits a request after authentication and rate limiting. `error_rate` answers 500 without handling
+    the request; `drop_rate` and `malformed_rate` handle it and then lose the answer (the connection is closed
+    without a response, or a 200 carries a truncated body), which is the case a client must not retry blindly.
+    """
+
+    latency: float = 0.0
+    error_rate: float = 0.0
+    drop_rate: float = 0.0
+    malformed_rate: float = 0.0
+    operations: frozenset[str] | None = None  # restrict the faults to these operation names; None = all
+
+    def __post_init__(self) -> None:
+        if self.latency < 0:
+            raise ValueError(f"latency must be >= 0, got {self.latency}")
+        for name in ("error_rate", "drop_rate", "malformed_rate"):
+            rate = getattr(self, name)
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {rate}")
+        if self.operations is not None:
+            self.operations = frozenset(self.operations)
+
+    def applies_to(self, operation: str) -> bool:
+        return self.operations is None or operation in self.operations
+
+    @property
+    def active(self) -> bool:
+        return bool(self.latency or self.error_rate or self.drop_rate or self.malformed_rate)
+
+
+@dataclass
+class SandboxConfig:
+    tokens: tuple[str, ...] = (DEMO_TOKEN,)
+    org_id: int = 1
+    rate_limits: dict[str, RateLimit] = field(default_factory=lambda: parse_rate_limits(None))
+    algorithm: Algorithm = "sliding-log"
+    retry_after: bool = True
+    run_seconds: float = 20.0  # from create or resume to the terminal status
+    seed: int = 0
+    logs_paths: LogsPaths = "both"
+    visible_orgs: int = 1  # org ids org_id .. org_id+visible_orgs-1; org_id+visible_orgs exists but is forbidden
+    faults: Faults = field(default_factory=Faults)
+    max_runs: int = 100_000  # agent runs an organisation may create before 402 (plan quota)
+    run_error_fraction: float = 0.15  # share of new runs that end in ERROR instead of COMPLETE
+    large_run_log_entries: int = 250  # trace size of the seeded run with a long trace
+    # The real service's deviations from its own OpenAPI (string integration ids, string tool_output).
+    # Off by default so that every response validates against the reference schemas.
+    quirks: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.tokens or any(not token for token in self.tokens):
+            raise ValueError("the sandbox needs at least one non-empty token")
+        if len(set(self.tokens)) != len(self.tokens):
+            raise ValueError("sandbox tokens must be distinct")
+        if self.org_id < 1:
+            raise ValueError(f"org_id must be >= 1, got {self.org_id}")
+        if not 1 <= self.visible_orgs <= MAX_VISIBLE_ORGS:
+            raise ValueError(f"visible_orgs must be between 1 and {MAX_VISIBLE_ORGS}, got {self.visible_orgs}")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
+        if self.logs_paths not in LOGS_PATHS:
+            raise ValueError(f"logs_paths must be one of {', '.join(LOGS_PATHS)}, got {self.logs_paths!r}")
+        if self.run_seconds < 0:
+            raise ValueError(f"run_seconds must be >= 0, got {self.run_seconds}")
+        if not 0.0 <= self.run_error_fraction <= 1.0:
+            raise ValueError(f"run_error_fraction must be between 0 and 1, got {self.run_error_fraction}")
+        self.tokens = tuple(self.tokens)
+        self.rate_limits = {**parse_rate_limits(None), **self.rate_limits}
+
+    @property
+    def token(self) -> str:
+        """The demo token: the first one."""
+        return self.tokens[0]
+
+    @property
+    def visible_org_ids(self) -> tuple[int, ...]:
+        return tuple(range(self.org_id, self.org_id + self.visible_orgs))
+
+    @property
+    def forbidden_org_id(self) -> int:
+        """An organisation that exists but that no token may access."""
+        return self.org_id + self.visible_orgs

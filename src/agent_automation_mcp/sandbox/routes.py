@@ -1,0 +1,136 @@
+"""The service's routes, taken from the operation table, and what happens to each request before its handler:
+
+authentication (401) → rate limits (429) → faults → validation of path, query and body (422) → organisation access
+(403) → the handler.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..api.operations import OPERATIONS, Operation
+from .call import Call, Endpoint
+from .config import LogsPaths
+from .errors import ApiError, RequestInvalid, detail_error, invalid_json, missing_body, plain_error, validation_items
+from .faults import choose_fault, malformed
+from .handlers import ENDPOINTS
+from .state import SandboxState, token_hash
+
+OPERATION_KEY = "sandbox.operation"
+FAULT_KEY = "sandbox.fault"
+DROP_KEY = "sandbox.drop"
+NO_ORG_ACCESS = "You do not have access to this organization"
+_PATH_ID = TypeAdapter(int)
+
+
+def operation_routes(state: SandboxState) -> list[Route]:
+    missing = set(OPERATIONS) - set(ENDPOINTS)
+    assert not missing, f"operations without a sandbox endpoint: {sorted(missing)}"
+    return [Route(path, _endpoint(op, ENDPOINTS[op.name], state), methods=[op.method], name=f"{op.name}:{path}")
+            for op in OPERATIONS.values() for path in served_paths(op, state.config.logs_paths)]
+
+
+def served_paths(op: Operation, logs_paths: LogsPaths) -> list[str]:
+    """An operation's path, and its fallback path too unless the sandbox plays a service with only one of them."""
+    if op.fallback_path is None:
+        return [op.path]
+    return {"both": [op.path, op.fallback_path], "alpha": [op.fallback_path], "contract": [op.path]}[logs_paths]
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
+    async def serve(request: Request) -> Response:
+        request.scope[OPERATION_KEY] = op.name
+        token = bearer_token(request.headers.get("authorization"))
+        user = state.world.user_for_token(token) if token else None
+        if user is None:
+            return detail_error(401, "Invalid or missing API token", {"WWW-Authenticate": "Bearer"})
+        rejection = state.limiter.admit(token_hash(token) or "", op.buckets, time.monotonic())
+        if rejection is not None:
+            headers = {"Retry-After": str(max(1, _ceil(rejection.retry_after)))} if state.config.retry_after else None
+            return plain_error(429, rejection.message, headers)
+
+        faults = state.faults
+        if faults.latency and faults.applies_to(op.name):
+            await anyio.sleep(faults.latency)
+        fault = choose_fault(faults, op.name, state.fault_rng)
+        request.scope[FAULT_KEY] = fault
+        if fault == "error":
+            return plain_error(500, "Internal server error (sandbox fault)")
+
+        try:
+            path, query, raw_body, body = await _read(request, op, endpoint)
+            org_id = path.get("org_id", getattr(query, "org_id", None))
+            if org_id is not None and not state.world.can_access(user, org_id):
+                raise ApiError(403, NO_ORG_ACCESS)
+            now = state.tick()
+            result = endpoint.handle(Call(state, op, user, path, query, body, raw_body, now, time.time()))
+            response = result if isinstance(result, Response) else JSONResponse(result)
+        except (ApiError, RequestInvalid) as exc:
+            response = exc.response()
+
+        if fault == "malformed" and response.status_code == 200:
+            response.body = malformed(response.body)
+            response.headers["content-length"] = str(len(response.body))
+        elif fault == "drop":
+            request.scope[DROP_KEY] = True  # the request took effect; its answer is lost (see recorder.py)
+        return response
+
+    return serve
+
+
+async def _read(request: Request, op: Operation, endpoint: Endpoint) -> tuple[dict[str, int], Any, Any, Any]:
+    """Path ids, query model and body model, or `RequestInvalid` listing every problem at once."""
+    errors: list[dict[str, Any]] = []
+    path: dict[str, int] = {}
+    for name in op.path_params:
+        try:
+            path[name] = _PATH_ID.validate_python(request.path_params[name])
+        except ValidationError as exc:
+            errors += validation_items(exc, "path", name)
+    query = _validate(endpoint.query, dict(request.query_params), "query", errors)
+    raw_body = body = None
+    if endpoint.body is not None:
+        raw = await request.body()
+        if not raw.strip():
+            errors.append(missing_body())
+        else:
+            try:
+                raw_body = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                errors.append(invalid_json(exc))
+            else:
+                body = _validate(endpoint.body, raw_body, "body", errors)
+    if errors:
+        raise RequestInvalid(errors)
+    return path, query, raw_body, body
+
+
+def _validate(model: type[BaseModel] | None, data: Any, where: str, errors: list[dict[str, Any]]) -> Any:
+    if model is None:
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors += validation_items(exc, where)
+        return None
+
+
+def _ceil(seconds: float) -> int:
+    whole = int(seconds)
+    return whole if whole == seconds else whole + 1

@@ -1,0 +1,80 @@
+"""The same seed gives the same world, the same traces and the same outcomes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agent_automation_mcp.sandbox import SandboxConfig, create_app, views
+from agent_automation_mcp.sandbox import world as world_module
+from agent_automation_mcp.sandbox.world import World
+
+from .conftest import MakeSandbox, client_for, org_path
+
+
+def snapshot(world: World) -> dict[str, Any]:
+    return {
+        "orgs": [views.organization(org) for org in world.orgs.values()],
+        "users": [views.user(user) for user in world.users.values()],
+        "repos": [views.repository(repo) for repo in world.repos.values()],
+        "prs": [views.pull_request_state(world, pr) for pr in world.prs.values()],
+        "runs": [views.agent_run(world, run) for run in world.runs.values()],
+        "logs": {run.id: run.logs for run in world.runs.values()},
+    }
+
+
+def world_of(seed: int) -> World:
+    return create_app(SandboxConfig(seed=seed)).state.world
+
+
+def test_the_same_seed_builds_the_same_world() -> None:
+    assert snapshot(world_of(3)) == snapshot(world_of(3))
+
+
+def test_another_seed_changes_the_content_but_not_the_ids() -> None:
+    first, second = snapshot(world_of(3)), snapshot(world_of(4))
+    assert first != second
+    for key in ("orgs", "users", "repos", "prs", "runs"):
+        assert [item["id"] for item in first[key]] == [item["id"] for item in second[key]]
+
+
+def test_the_documented_facts_hold_for_any_seed() -> None:
+    for seed in (0, 1, 99):
+        world = world_of(seed)
+        demo = world.users[world_module.DEMO_USER_ID]
+        assert world.token_users["sandbox-demo-token"] == demo.id
+        assert demo.id in world.repos[world_module.WRITABLE_REPO_ID].writer_ids
+        assert demo.id not in world.repos[world_module.READ_ONLY_REPO_ID].writer_ids
+        assert world.repos[world_module.ARCHIVED_REPO_ID].archived
+        assert world.prs[world_module.READ_ONLY_PR_ID].repo_id == world_module.READ_ONLY_REPO_ID
+        assert world.prs[world_module.MERGED_PR_ID].merged
+        assert world.prs[world_module.URL_BANNED_PR_ID].url_ban
+        assert world.prs[world_module.PARENT_RUN_BANNED_PR_ID].parent_run_ban == world_module.PARENT_RUN_BANNED_RUN_ID
+        assert world.prs[world_module.DRAFT_PR_ID].state == "draft"
+        assert world.runs[world_module.RUN_WITH_PR_ID].pull_request_ids == [world_module.PR_ID]
+        assert world.runs[world_module.ERROR_RUN_ID].status == "ERROR"
+        assert world.runs[world_module.STOPPED_RUN_ID].status == "STOPPED"
+        assert world.runs[world_module.RUN_WITHOUT_PR_ID].pull_request_ids == []
+        assert len(world.runs[world_module.LONG_RUN_ID].logs) == 250
+        assert world.sandboxes[world_module.SANDBOX_WITH_LOGS].has_logs
+        assert not world.sandboxes[world_module.SANDBOX_WITHOUT_LOGS].has_logs
+        assert max(world.runs) < world_module.FIRST_NEW_RUN_ID and max(world.prs) < world_module.FIRST_NEW_PR_ID
+
+
+def test_new_runs_get_the_same_trace_and_outcome(make_sandbox: MakeSandbox) -> None:
+    traces = []
+    for _ in range(2):
+        sandbox = make_sandbox(seed=8, run_seconds=0.2, run_error_fraction=0.5)
+        with client_for(sandbox) as api:
+            ids = [api.post(org_path(sandbox, "/agent/run"), json={"prompt": f"task {i}"}).json()["id"]
+                   for i in range(4)]
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(
+                    api.get(org_path(sandbox, f"/agent/run/{i}")).json()["status"] == "ACTIVE" for i in ids):
+                time.sleep(0.02)
+            runs = [api.get(org_path(sandbox, f"/agent/run/{i}")).json() for i in ids]
+            logs = [api.get(org_path(sandbox, f"/agent/run/{i}/logs")).json()["logs"] for i in ids]
+        traces.append(([(r["id"], r["status"], r["result"]) for r in runs],
+                       [[{k: v for k, v in e.items() if k != "created_at"} for e in log] for log in logs]))
+    assert traces[0] == traces[1]
+    assert {status for _, status, _ in traces[0][0]} <= {"COMPLETE", "ERROR"}
