@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .api.limits import RateLimit, parse_rate_limits
+from .api.operations import parse_bucket_map
 
 DEFAULT_BASE_URL = "https://api.codegen.com"
 
@@ -53,8 +54,6 @@ class ApiSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
         """Our names first; the service's own tools' names (`CODEGEN_*`) when ours are unset."""
-        from .pacing.bucket_map import parse_bucket_map  # here: pacing imports the api, which imports this module
-
         env = os.environ if env is None else env
         timeout = _first(env, "AGENT_AUTOMATION_TIMEOUT")
         return cls(

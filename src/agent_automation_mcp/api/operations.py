@@ -14,6 +14,7 @@ from typing import Final, Literal
 from .limits import (
     AGENT_CREATION,
     CLI_RULES,
+    DEFAULT_RATE_LIMITS,
     LOG_ANALYSIS,
     LOGS,
     PR_EDIT,
@@ -158,3 +159,28 @@ EXCLUDED_OPERATIONS: Final[MappingProxyType[str, str]] = MappingProxyType({
         "mints a single-use Slack-connection secret for a browser sign-in flow; handing a credential to a "
         "model is a leak, and there is nothing an assistant can do with it",
 })
+
+
+def parse_bucket_map(spec: str | None) -> dict[str, tuple[str, ...]]:
+    """`get_agent_run_logs=logs+standard,create_agent_run=agent_creation` -> {operation: buckets}.
+
+    Only the operations named change; the rest keep the table's buckets. Unknown names are refused so a
+    typo cannot silently leave an operation charged to the wrong buckets.
+    """
+    overrides: dict[str, tuple[str, ...]] = {}
+    for item in (spec or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = (part.strip() for part in item.partition("="))
+        buckets = tuple(dict.fromkeys(b.strip() for b in value.split("+") if b.strip()))
+        if not sep or not buckets:
+            raise ValueError(f"bad bucket-map item {item.strip()!r}: expected operation=bucket+bucket, "
+                             f"e.g. get_agent_run_logs=logs+standard")
+        if name not in OPERATIONS:
+            raise ValueError(f"unknown operation {name!r} in the bucket map")
+        unknown = [b for b in buckets if b not in DEFAULT_RATE_LIMITS]
+        if unknown:
+            raise ValueError(f"unknown rate-limit bucket(s) {', '.join(unknown)} for {name}; "
+                             f"known: {', '.join(sorted(DEFAULT_RATE_LIMITS))}")
+        overrides[name] = buckets
+    return overrides

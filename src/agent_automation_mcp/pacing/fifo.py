@@ -1,0 +1,89 @@
+"""The pacer the client calls: first come, first served per (token, bucket set), waiting instead of failing.
+
+Waiters with the same token, buckets and kind (bulk or interactive) queue on one FIFO lock; only the head
+asks the ledger, and it sleeps until the exact instant the ledger names, never polling. Different bucket
+sets queue apart, so a call that needs only `standard` is not held up behind one waiting for `logs`, and
+bulk calls queue apart from interactive ones, which the ledger's bulk cap keeps room for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import anyio
+
+from ..api.errors import RateLimitError
+from ..api.limits import RateLimit
+from .ledger import Ledger, check_buckets
+
+WAKE_JITTER: Final = 0.002  # seconds; spreads the heads of several queues or replicas that wake at one instant
+
+
+@dataclass(slots=True)
+class _Queue:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    tickets: dict[int, None] = field(default_factory=dict)  # waiters in arrival order (dicts keep it)
+
+    def ahead_of(self, ticket: int) -> int:
+        return next(i for i, t in enumerate(self.tickets) if t == ticket)
+
+
+class FifoPacer:
+    """Implements `agent_automation_mcp.api.pacer.Pacer` over any `Ledger`."""
+
+    def __init__(self, ledger: Ledger, limits: Mapping[str, RateLimit]) -> None:
+        self.ledger = ledger
+        self.limits = dict(limits)
+        self._queues: dict[tuple[str, tuple[str, ...], bool], _Queue] = {}
+        self._tickets = itertools.count()
+
+    async def acquire(self, token_key: str, buckets: Sequence[str], deadline: float | None, *,
+                      bulk: bool = False) -> None:
+        names = check_buckets(self.limits, buckets)
+        key = (token_key, names, bulk)
+        queue = self._queues.get(key) or self._queues.setdefault(key, _Queue())
+        ticket = next(self._tickets)
+        queue.tickets[ticket] = None
+        try:
+            ahead = queue.ahead_of(ticket)
+            if ahead:  # give up now if even the best case is past the deadline
+                self._check_deadline(names, await self.ledger.estimate(token_key, names, bulk=bulk, ahead=ahead),
+                                     deadline)
+            with anyio.move_on_after(None if deadline is None else deadline - time.monotonic()) as waited:
+                await queue.lock.acquire()
+            if waited.cancelled_caught:
+                wait = await self.ledger.estimate(token_key, names, bulk=bulk, ahead=queue.ahead_of(ticket))
+                raise self._too_long(names, wait)
+            try:
+                while wait := await self.ledger.charge(token_key, names, bulk=bulk):
+                    self._check_deadline(names, wait, deadline)
+                    await anyio.sleep(wait + random.uniform(0, WAKE_JITTER))
+            finally:
+                queue.lock.release()
+        finally:
+            del queue.tickets[ticket]
+            if not queue.tickets:
+                del self._queues[key]
+
+    async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
+        return await self.ledger.penalise(token_key, check_buckets(self.limits, buckets), retry_after)
+
+    async def aclose(self) -> None:
+        await self.ledger.aclose()
+
+    def _check_deadline(self, buckets: tuple[str, ...], wait: float, deadline: float | None) -> None:
+        if deadline is not None and time.monotonic() + wait > deadline:
+            raise self._too_long(buckets, wait)
+
+    def _too_long(self, buckets: tuple[str, ...], wait: float) -> RateLimitError:
+        limits = ", ".join(f"{name} {self.limits[name]}" for name in buckets)
+        return RateLimitError(
+            f"the API token's rate limit ({limits}) allows this request in {wait:.1f}s, after this call's time "
+            f"budget; nothing was sent", retry_after=round(wait, 3),
+            hint="Nothing was sent. Wait retry_after_seconds, then call again (or ask for less at once).")
+

@@ -1,0 +1,161 @@
+"""The shared ledger against a real redis-server: replicas, keys, 429s seen by all, and Redis going away."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+
+from agent_automation_mcp.api.credentials import Credentials
+from agent_automation_mcp.api.errors import RateLimitError
+from agent_automation_mcp.api.limits import RateLimit
+from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.pacing import FifoPacer, MemoryLedger, create_pacer, redis_ledger
+from agent_automation_mcp.pacing.redis_ledger import RedisLedger
+
+from .redis_server import RedisServer, free_port
+
+pytestmark = pytest.mark.anyio
+
+MARGIN = 0.05
+
+
+def pacer(url: str, limits: dict[str, RateLimit], *, max_replicas: int = 4, margin: float = MARGIN) -> FifoPacer:
+    return FifoPacer(RedisLedger(url, limits, margin=margin, max_replicas=max_replicas), limits)
+
+
+def token() -> str:
+    return uuid.uuid4().hex[:24]
+
+
+@pytest.fixture
+async def inspect(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()
+
+
+def most_in_any_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    return max((sum(1 for u in times[i:] if u < t + window) for i, t in enumerate(times)), default=0)
+
+
+async def test_replicas_sharing_redis_stay_within_the_limit_together(redis_server: RedisServer) -> None:
+    limit = RateLimit(5, 0.4)
+    # The margin outweighs the delay between a grant and recording it here.
+    replicas = [pacer(redis_server.url, {"standard": limit}, margin=0.15) for _ in range(3)]
+    key, granted = token(), []
+
+    async def caller(replica: FifoPacer) -> None:
+        while len(granted) < 15:
+            await replica.acquire(key, ["standard"], None)
+            granted.append(time.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        for i in range(12):
+            tg.start_soon(caller, replicas[i % 3])
+    for replica in replicas:
+        await replica.aclose()
+    # Three unshared pacers would let 15 through at once; together they let 5 per window.
+    assert most_in_any_window(granted, limit.window) == limit.count
+
+
+async def test_keys_name_a_hash_of_the_token_never_the_token(redis_server: RedisServer, inspect: Redis) -> None:
+    credentials = Credentials(f"sk-secret-{uuid.uuid4().hex}")
+    replica = pacer(redis_server.url, {"standard": RateLimit(5, 10), "logs": RateLimit(5, 10)})
+    await replica.acquire(credentials.token_key, ["logs", "standard"], None)
+    await replica.rate_limited(credentials.token_key, ["logs", "standard"], 1.0)
+    await replica.aclose()
+
+    keys = sorted(k.decode() for k in await inspect.keys(f"*{credentials.token_key}*"))
+    prefix = f"aamcp:{{{credentials.token_key}}}"
+    assert keys == [f"{prefix}:logs", f"{prefix}:logs:mode", f"{prefix}:standard", f"{prefix}:standard:mode"]
+    assert not [k for k in await inspect.keys("*") if credentials.token.encode() in k]
+    assert all(0 < ttl <= 3_600_000 for ttl in [await inspect.pttl(k) for k in keys])  # nothing stays forever
+
+
+async def test_a_429_seen_by_one_replica_pauses_every_replica(redis_server: RedisServer) -> None:
+    limits = {"standard": RateLimit(5, 10)}
+    first, second = pacer(redis_server.url, limits), pacer(redis_server.url, limits)
+    key = token()
+    await first.acquire(key, ["standard"], None)
+    assert await first.rate_limited(key, ["standard"], 3.0) == pytest.approx(3.0, abs=0.01)
+    with pytest.raises(RateLimitError) as caught:
+        await second.acquire(key, ["standard"], time.monotonic() + 1)
+    assert caught.value.retry_after == pytest.approx(3.0, abs=0.1)
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_the_script_applies_the_same_rule_as_the_memory_ledger(redis_server: RedisServer) -> None:
+    limits = {"standard": RateLimit(4, 10), "logs": RateLimit(3, 20)}
+    shared = RedisLedger(redis_server.url, limits, margin=MARGIN, max_replicas=4)
+    local = MemoryLedger(limits, margin=MARGIN)
+    key = token()
+    for ledger in (shared, local):
+        assert await ledger.charge(key, ["standard"], bulk=True) == 0
+        assert await ledger.charge(key, ["logs", "standard"], bulk=False) == 0
+        assert await ledger.charge(key, ["logs", "standard"], bulk=False) == 0
+        assert await ledger.charge(key, ["standard"], bulk=True) > 0  # bulk may fill 3 of 4
+        assert await ledger.charge(key, ["standard"], bulk=False) == 0
+        assert await ledger.charge(key, ["logs", "standard"], bulk=False) > 0  # all or nothing
+    for ahead in range(6):
+        for bulk in (False, True):
+            expected = await local.estimate(key, ["logs", "standard"], bulk=bulk, ahead=ahead)
+            got = await shared.estimate(key, ["logs", "standard"], bulk=bulk, ahead=ahead)
+            assert got == pytest.approx(expected, abs=0.05), (ahead, bulk)
+    await local.penalise(key, ["standard"], 2.0)
+    await shared.penalise(key, ["standard"], 2.0)
+    for ahead in range(3):  # now evenly spaced after the log frees
+        expected = await local.estimate(key, ["standard"], bulk=False, ahead=ahead)
+        assert await shared.estimate(key, ["standard"], bulk=False, ahead=ahead) == pytest.approx(expected, abs=0.05)
+    await shared.aclose()
+
+
+async def test_a_cancelled_waiter_is_never_charged(redis_server: RedisServer, inspect: Redis) -> None:
+    replica, key = pacer(redis_server.url, {"standard": RateLimit(2, 0.5)}), token()
+    await replica.acquire(key, ["standard"], None)
+    await replica.acquire(key, ["standard"], None)
+    with anyio.move_on_after(0.1):
+        await replica.acquire(key, ["standard"], None)
+    assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 2
+    assert replica._queues == {}
+    await replica.aclose()
+
+
+async def test_without_redis_each_replica_paces_locally_at_its_share_and_says_so(
+        own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
+    caplog.set_level(logging.INFO, logger="agent_automation_mcp.pacing")
+    replica, key = pacer(own_redis_server.url, {"standard": RateLimit(8, 30)}, max_replicas=4), token()
+    await replica.acquire(key, ["standard"], None)
+    own_redis_server.stop()
+
+    for _ in range(2):  # 8 // 4 = 2 per window while alone
+        await replica.acquire(key, ["standard"], time.monotonic() + 1)
+    with pytest.raises(RateLimitError):
+        await replica.acquire(key, ["standard"], time.monotonic() + 1)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "pacing locally at 1/4" in warnings[0]
+
+    own_redis_server.start()  # an empty Redis again, on the same port
+    await anyio.sleep(0.06)
+    await replica.acquire(key, ["standard"], time.monotonic() + 1)
+    assert not replica.ledger.degraded
+    assert "reachable again" in caplog.records[-1].getMessage()
+    await replica.aclose()
+
+
+async def test_an_unreachable_redis_from_the_start_still_serves(caplog: pytest.LogCaptureFixture) -> None:
+    replica = create_pacer(ApiSettings(redis_url=f"redis://127.0.0.1:{free_port()}/0", rate_margin=MARGIN))
+    assert isinstance(replica.ledger, RedisLedger)
+    started = time.monotonic()
+    await replica.acquire(token(), ["standard"], time.monotonic() + 1)
+    assert time.monotonic() - started < 1
+    assert replica.ledger.degraded and "unreachable" in caplog.text
+    await replica.aclose()

@@ -1,0 +1,163 @@
+"""The pacing rule on a fake clock: no sleeping, every instant exact."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from agent_automation_mcp.api.limits import RateLimit
+from agent_automation_mcp.pacing import sliding_log
+from agent_automation_mcp.pacing.sliding_log import BucketLog, penalise, ready_at, try_charge
+
+MARGIN = 0.25
+
+
+def logs(*limits: RateLimit) -> list[BucketLog]:
+    return [BucketLog(limit, MARGIN) for limit in limits]
+
+
+def most_in_any_window(times: list[float], window: float) -> int:
+    """The largest number of sends inside any half-open interval of `window` seconds."""
+    times = sorted(times)
+    return max((sum(1 for u in times[i:] if u < t + window) for i, t in enumerate(times)), default=0)
+
+
+def run_greedy(buckets: list[BucketLog], demands: list[tuple[float, list[int]]]) -> list[list[float]]:
+    """Serve requests (arrival time, bucket indexes) in order, each at the earliest instant allowed."""
+    sent: list[list[float]] = [[] for _ in buckets]
+    clock = 0.0
+    for arrival, used in demands:
+        clock = max(clock, arrival)
+        chosen = [buckets[i] for i in used]
+        while (wait := try_charge(chosen, clock)) > 0:
+            clock += wait
+        for i in used:
+            sent[i].append(clock)
+    return sent
+
+
+def test_never_more_than_n_in_any_window_across_several_buckets() -> None:
+    standard, logs_limit = RateLimit(6, 3.0), RateLimit(4, 5.0)
+    buckets = logs(standard, logs_limit)
+    rng = random.Random(7)
+    demands = [(rng.uniform(0, 40), rng.choice([[0], [0, 1], [1, 0]])) for _ in range(300)]
+    sent = run_greedy(buckets, sorted(demands))
+
+    assert most_in_any_window(sent[0], standard.window + MARGIN) == standard.count
+    assert most_in_any_window(sent[1], logs_limit.window + MARGIN) == logs_limit.count
+    assert len(sent[0]) == 300  # every request went; none was refused
+
+
+def test_a_saturated_bucket_sends_n_at_once_then_n_per_window_plus_margin() -> None:
+    limit = RateLimit(5, 10.0)
+    sent = run_greedy(logs(limit), [(0.0, [0])] * 15)[0]
+    gap = sliding_log.stagger(limit)  # 0.5 s: a hot bucket's sends leave one by one
+    assert sent[:5] == [0.0] * 5
+    assert sent[5:] == pytest.approx([10.25 + k * gap for k in range(5)] + [20.5 + k * gap for k in range(5)])
+    assert most_in_any_window(sent, 10.25) == 5
+
+
+def test_a_bucket_that_is_not_hot_lets_a_burst_go_at_once() -> None:
+    (bucket,) = buckets = logs(RateLimit(5, 10.0))
+    for t in (0.0, 0.0, 0.0):
+        bucket.charge(t)
+    assert [try_charge(buckets, 25.0) for _ in range(5)] == [0.0] * 5  # 3 + 5 > 5, but the 3 are 2 windows old
+    assert try_charge(buckets, 25.0) > 0
+
+
+def test_all_or_nothing_when_one_bucket_is_full() -> None:
+    full, empty = logs(RateLimit(2, 10.0), RateLimit(5, 10.0))
+    full.charge(0.0)
+    full.charge(1.0)
+
+    wait = try_charge([full, empty], 2.0)
+
+    assert wait == pytest.approx(10.0 + MARGIN - 2.0)
+    assert list(empty.sends) == []
+    assert list(full.sends) == [0.0, 1.0]
+
+
+def test_bulk_fills_only_its_share_and_interactive_takes_the_rest() -> None:
+    (bucket,) = logs(RateLimit(8, 10.0))
+    granted_bulk = sum(try_charge([bucket], 0.0, bulk=True) == 0 for _ in range(8))
+    granted_interactive = sum(try_charge([bucket], 0.0) == 0 for _ in range(8))
+    assert sliding_log.bulk_cap(bucket.limit) == granted_bulk == 6
+    assert granted_interactive == 2
+
+
+def test_estimate_for_queued_sends_matches_the_schedule() -> None:
+    (bucket,) = logs(RateLimit(3, 10.0))
+    for t in (0.0, 1.0, 2.0):
+        bucket.charge(t)
+    expected = [10.25, 11.25, 12.25, 20.5, 21.5]
+    assert [bucket.ready_at(5.0, ahead=k) for k in range(5)] == expected
+
+
+def test_after_a_429_the_bucket_pauses_until_retry_after_then_spaces_evenly() -> None:
+    limit = RateLimit(5, 10.0)
+    (bucket,) = buckets = logs(limit)
+    for _ in range(5):
+        bucket.charge(0.0)
+
+    pause = penalise(buckets, 1.0, retry_after=4.0)
+
+    assert pause == 4.0
+    assert ready_at(buckets, 1.0) == 10.25  # the log itself still holds until then
+    interval = sliding_log.spacing_interval(limit)
+    sent = run_greedy(buckets, [(1.0, [0])] * 6)[0]
+    assert sent[0] == 10.25
+    assert [round(b - a, 9) for a, b in itertools.pairwise(sent)] == [round(interval, 9)] * 5
+    assert most_in_any_window(sent, limit.window) <= limit.count - 1  # no burst a window counter could refuse
+
+
+def test_the_pause_holds_back_even_an_empty_bucket() -> None:
+    (bucket,) = buckets = logs(RateLimit(60, 30.0))
+    penalise(buckets, 100.0, retry_after=7.5)
+    assert ready_at(buckets, 100.0) == 107.5
+    assert try_charge(buckets, 101.0) == pytest.approx(6.5)
+    assert list(bucket.sends) == []
+
+
+@pytest.mark.parametrize(("given", "pause"), [(0.0, 1.0), (0.2, 1.0), (30.0, 30.0), (900.0, 120.0)])
+def test_retry_after_is_clamped(given: float, pause: float) -> None:
+    assert penalise(logs(RateLimit(5, 10.0)), 0.0, retry_after=given) == pause
+
+
+def test_without_retry_after_the_backoff_grows_with_repeated_429s() -> None:
+    (bucket,) = buckets = logs(RateLimit(5, 10.0))
+    rng = random.Random(1)
+    pauses = []
+    for k in range(8):
+        now = 1000.0 + k * 40  # each 429 after the previous pause, within STRIKE_MEMORY
+        pauses.append(penalise(buckets, now, retry_after=None, rng=rng))
+    assert all(sliding_log.MIN_PAUSE <= p <= min(sliding_log.BACKOFF_CAP, 2**k) for k, p in enumerate(pauses))
+    assert bucket.strikes == 8
+    penalise(buckets, 2000.0, None, rng)  # long after: starts over
+    assert bucket.strikes == 1
+
+
+def test_a_429_adapts_only_the_buckets_that_can_explain_it() -> None:
+    setup, standard = buckets = logs(RateLimit(5, 60.0), RateLimit(6, 30.0))
+    for t in range(6):
+        standard.charge(float(t))
+    setup.charge(0.0)
+
+    penalise(buckets, 10.0, retry_after=3.0)
+
+    assert standard.pause_until == 13.0 and standard.spacing_until > 10.0
+    assert setup.pause_until == float("-inf") and setup.spacing_until == float("-inf")
+
+
+def test_a_429_no_bucket_explains_adapts_them_all() -> None:
+    buckets = logs(RateLimit(5, 60.0), RateLimit(6, 30.0))
+    penalise(buckets, 10.0, retry_after=2.0)
+    assert [b.pause_until for b in buckets] == [12.0, 12.0]
+
+
+def test_a_log_is_idle_once_it_can_no_longer_delay_anything() -> None:
+    (bucket,) = logs(RateLimit(5, 10.0))
+    bucket.charge(0.0)
+    assert not bucket.idle(20.0)
+    assert bucket.idle(20.25)
