@@ -87,13 +87,14 @@ class ApiTransport:
             raise AssertionError(f"{op.name}: arguments do not match the operation table")  # a bug, not input
         params = {k: _query_value(v) for k, v in (query or {}).items() if v is not None}
         headers = {"Authorization": credentials.authorization}
+        buckets = self.settings.bucket_map.get(op.name, op.buckets)
 
         retries = rate_limit_retries = 0
         while True:
             template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
             url = template.format(**path_values)
             if self.pacer is not None:
-                await self.pacer.acquire(credentials.token_key, op.buckets, deadline, bulk=bulk)
+                await self.pacer.acquire(credentials.token_key, buckets, deadline, bulk=bulk)
             timeout = _attempt_timeout(self.settings.timeout, deadline)
             started = time.monotonic()
             try:
@@ -118,7 +119,7 @@ class ApiTransport:
             status = response.status_code
             if status == 429:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
-                wait = (await self.pacer.rate_limited(credentials.token_key, op.buckets, retry_after)
+                wait = (await self.pacer.rate_limited(credentials.token_key, buckets, retry_after)
                         if self.pacer is not None else (retry_after if retry_after is not None else 1.0))
                 if rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
                     rate_limit_retries += 1
