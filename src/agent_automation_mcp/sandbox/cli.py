@@ -18,8 +18,9 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8787, help="port to listen on; 0 picks a free one "
                                                                "(default: %(default)s)")
-    parser.add_argument("--token", dest="tokens", action="append", metavar="T",
-                        help=f"an API token to accept; repeat for several users (default: {DEMO_TOKEN})")
+    parser.add_argument("--token", dest="tokens", action="extend", nargs="+", metavar="T",
+                        help=f"API tokens to accept, one user each: --token A B or --token A --token B "
+                             f"(default: {DEMO_TOKEN})")
     parser.add_argument("--org-id", type=int, default=1, help="the demo organisation's id (default: %(default)s)")
     parser.add_argument("--visible-orgs", type=int, default=1,
                         help="organisations the tokens can see; one more exists that they cannot "
