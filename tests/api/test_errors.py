@@ -12,7 +12,9 @@ import pytest
 from agent_automation_mcp.api import OPERATIONS, AgentAutomationClient, ApiTransport, Credentials
 from agent_automation_mcp.api import errors as e
 from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.api.operations import parse_bucket_map
 from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.pacing import create_pacer
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 from .conftest import requests_log, set_faults, settings_for
@@ -208,3 +210,18 @@ async def test_paging_stops_on_a_short_page_and_never_reads_past_total(entries: 
             sizes = [len(page.logs) async for page in client.iter_agent_run_logs(run["id"], limit=100)]
         assert sizes == pages
         assert len([r for r in requests_log(sandbox) if "/logs" in r["path"]]) == len(pages)
+
+
+async def test_the_configured_bucket_map_decides_what_a_request_is_charged_to(sandbox: SandboxServer) -> None:
+    settings = settings_for(sandbox, rate_limits=parse_rate_limits("pr_edit=1/30s"),
+                            bucket_map=parse_bucket_map("get_agent_run=pr_edit"))
+    mark = len(requests_log(sandbox))
+    async with ApiTransport(settings, create_pacer(settings)) as transport:
+        client = AgentAutomationClient(transport, Credentials(sandbox.token, sandbox.org_id)).within(2)
+        run_id = sandbox.app.state.world.run_with_pr_id
+        await client.get_agent_run(run_id)
+        with pytest.raises(e.RateLimitError) as paced:
+            await client.get_agent_run(run_id)  # the pacer, not the service, holds this one back
+        await client.list_repositories()  # not mapped: still only the standard bucket
+    assert paced.value.status is None and paced.value.retry_after and paced.value.retry_after > 2
+    assert len(_calls(sandbox, "get_agent_run", mark)) == 1
