@@ -87,19 +87,16 @@ async def test_invalid_arguments_are_refused_before_any_request(name: str, argum
 
 
 @pytest.mark.anyio
-async def test_update_without_any_setting_is_refused_by_the_client() -> None:
+@pytest.mark.parametrize(("name", "arguments", "kind"), [
+    ("update_check_suite_settings", {"repo_id": 1}, "invalid_arguments"),  # no setting given: the client refuses
+    ("get_agent_run", {"agent_run_id": 5}, "connection"),  # nothing listens on the port
+])
+async def test_errors_before_or_without_an_answer_keep_the_token_out(name: str, arguments: dict[str, Any],
+                                                                     kind: str) -> None:
     server = build_server(ApiSettings(token=SECRET, org_id=1, base_url=_closed_port_url()), ServerSettings())
     async with Client(server) as client:
-        result = await client.call_tool("update_check_suite_settings", {"repo_id": 1})
-    _assert_error_shape(result, "invalid_arguments")
-
-
-@pytest.mark.anyio
-async def test_unreachable_service_is_a_connection_error_without_the_token() -> None:
-    server = build_server(ApiSettings(token=SECRET, org_id=1, base_url=_closed_port_url()), ServerSettings())
-    async with Client(server) as client:
-        result = await client.call_tool("get_agent_run", {"agent_run_id": 5})
-    _assert_error_shape(result, "connection")
+        result = await client.call_tool(name, arguments)
+    _assert_error_shape(result, kind)
     assert SECRET not in str(result.model_dump())
 
 

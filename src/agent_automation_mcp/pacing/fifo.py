@@ -21,7 +21,7 @@ from ..api.errors import RateLimitError
 from ..api.limits import RateLimit
 from .ledger import Ledger, check_buckets
 
-WAKE_JITTER: Final = 0.002  # seconds; spreads the heads of several queues or replicas that wake at one instant
+WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or replicas that wake at one instant
 
 
 @dataclass(slots=True)
