@@ -92,12 +92,12 @@ async def test_setup_oauth_and_webhooks(client: AgentAutomationClient) -> None:
     setup = await client.generate_setup_commands(repo.id, "install and run the tests")
     assert setup.agent_run_id
     status = await client.get_oauth_token_status()
-    assert status
-    providers = {item["provider"] for item in status if isinstance(item, dict)}
-    provider = sorted(providers)[0]
+    assert status and all(token.is_active for token in status)
+    provider = sorted({token.provider for token in status if token.provider})[0]
     await client.revoke_oauth_tokens(provider)
     after = await client.get_oauth_token_status()
-    assert all(not item["is_active"] for item in after if item["provider"] == provider)
+    assert [t.id for t in after] == [t.id for t in status]
+    assert {t.provider for t in after if not t.is_active} == {provider}
 
     await client.set_webhook("https://example.invalid/hook", secret="s3cret", enabled=True)
     config = await client.get_webhook()
@@ -141,7 +141,7 @@ async def test_every_operation_of_the_table_reached_the_sandbox(sandbox: Sandbox
 
 
 async def test_the_real_services_quirks_parse() -> None:
-    """String integration ids, string tool output, upper-case statuses and zone-less timestamps."""
+    """String integration ids, string tool output, upper-case statuses, zone-less timestamps, bare provider names."""
     with SandboxServer(SandboxConfig(seed=5, quirks=True)) as sandbox:
         async with ApiTransport(settings_for(sandbox)) as transport:
             client = AgentAutomationClient(transport, Credentials(sandbox.token, sandbox.org_id)).within(20)
@@ -155,3 +155,5 @@ async def test_the_real_services_quirks_parse() -> None:
                        for entry in (await client.get_agent_run_logs(run.id)).logs]
             assert any(isinstance(output, str) for output in outputs)
             assert any(isinstance(output, dict) for output in outputs)
+            connected = await client.get_oauth_token_status()  # provider names, not records
+            assert connected and all(t.provider and t.id is None and t.is_active is None for t in connected)

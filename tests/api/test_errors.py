@@ -13,6 +13,7 @@ from agent_automation_mcp.api import OPERATIONS, AgentAutomationClient, ApiTrans
 from agent_automation_mcp.api import errors as e
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.operations import parse_bucket_map
+from agent_automation_mcp.api.transport import MAX_RATE_LIMIT_RETRIES
 from agent_automation_mcp.config import ApiSettings
 from agent_automation_mcp.pacing import create_pacer
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -114,6 +115,23 @@ async def test_429_is_retried_for_a_create_when_the_wait_fits() -> None:
         assert first.id != second.id
         creates = [r["status"] for r in requests_log(sandbox) if r.get("operation") == "create_agent_run"]
         assert creates.count(429) >= 1 and creates.count(200) == 2
+
+
+async def test_429_without_retry_after_backs_off_then_reports_a_wait() -> None:
+    """The real service sends no Retry-After: the pacer backs off on its own, a bounded number of times."""
+    config = SandboxConfig(seed=1, rate_limits=parse_rate_limits("standard=2/30s"), retry_after=False)
+    with SandboxServer(config) as sandbox:
+        settings = settings_for(sandbox)  # our view: the published 60/30s, so the server's 429 is unexpected
+        async with ApiTransport(settings, create_pacer(settings)) as transport:
+            client = AgentAutomationClient(transport, Credentials(sandbox.token, sandbox.org_id)).within(3)
+            await client.list_repositories()
+            await client.list_repositories()
+            with pytest.raises(e.RateLimitError) as limited:
+                await client.list_repositories()
+        statuses = [r["status"] for r in requests_log(sandbox)]
+    assert limited.value.status == 429 and limited.value.retry_after and limited.value.retry_after >= 1
+    assert statuses[:2] == [200, 200] and set(statuses[2:]) == {429}
+    assert 2 <= len(statuses[2:]) <= 1 + MAX_RATE_LIMIT_RETRIES  # retried after a pause, never in a tight loop
 
 
 async def test_server_errors_retry_reads_but_never_a_create(faults_off: SandboxServer) -> None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agent_automation_mcp.api import Credentials
-from agent_automation_mcp.api.models import AgentRun, Integrations, LogPage, is_terminal_status
+from agent_automation_mcp.api.models import AgentRun, Integrations, LogPage, Repository, User, is_terminal_status
 from agent_automation_mcp.api.transport import parse_retry_after
 from agent_automation_mcp.config import ApiSettings
 
@@ -55,6 +55,19 @@ def test_integration_ids_may_arrive_as_strings() -> None:
     parsed = Integrations.model_validate({"organization_id": 1, "organization_name": "x",
                                          "total_active_integrations": 1, "integrations": [entry]})
     assert parsed.integrations[0].token_id == "abc-123"
+
+
+def test_numbers_where_the_spec_says_string_are_taken_as_text() -> None:
+    user = User.model_validate({"id": 3, "github_user_id": 583231, "github_username": "octocat"})
+    repo = Repository.model_validate({"id": 4, "name": "web", "github_id": 1296269, "organization_id": 1})
+    assert (user.github_user_id, repo.github_id) == ("583231", "1296269")
+
+
+@pytest.mark.parametrize("token", ["“pasted-with-smart-quotes”", "tab\there", "new\nline", "with space", ""])
+def test_a_token_that_cannot_go_in_a_header_is_refused_without_being_quoted(token: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        Credentials(token, 1)
+    assert not token or token not in str(refused.value)
 
 
 def test_retry_after_in_seconds_or_http_date() -> None:

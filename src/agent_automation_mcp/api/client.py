@@ -26,6 +26,7 @@ from .models import (
     LogPage,
     Models,
     OAuthProvider,
+    OAuthToken,
     Organization,
     Page,
     PullRequestEdit,
@@ -260,9 +261,14 @@ class AgentAutomationClient:
 
     # OAuth tokens (the organisation goes in the query here)
 
-    async def get_oauth_token_status(self) -> Any:
-        """Shape left open by the spec: a list of providers or token records."""
-        return await self._call("get_oauth_token_status", query={"org_id": self._org_id()})
+    async def get_oauth_token_status(self) -> list[OAuthToken]:
+        """The spec leaves the shape open: a list of token records or of provider names, or one record."""
+        data = await self._call("get_oauth_token_status", query={"org_id": self._org_id()})
+        if isinstance(data, dict):
+            data = next((data[key] for key in ("tokens", "items") if isinstance(data.get(key), list)), [data])
+        items = [{"provider": item} if isinstance(item, str) else item for item in data] \
+            if isinstance(data, list) else data
+        return _parse(list[OAuthToken], items, "get_oauth_token_status")
 
     @_checked
     async def revoke_oauth_tokens(self, provider: Provider) -> dict[str, Any]:

@@ -14,8 +14,10 @@ class Credentials:
     org_id: int | None = None
 
     def __post_init__(self) -> None:
-        if not self.token or any(c.isspace() for c in self.token):
-            raise ValueError("an API token must be a non-empty string without spaces")
+        # An HTTP header carries printable ASCII only; anything else would fail deep in the HTTP stack, in an
+        # exception that quotes the header, token included.
+        if not self.token or not self.token.isascii() or not self.token.isprintable() or " " in self.token:
+            raise ValueError("an API token must be a non-empty string of printable ASCII without spaces")
 
     @property
     def token_key(self) -> str:

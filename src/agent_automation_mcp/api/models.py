@@ -15,7 +15,8 @@ T = TypeVar("T")
 
 
 class Resource(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Numbers where the spec says string (`github_id`, `github_user_id`) are taken as their text.
+    model_config = ConfigDict(extra="allow", populate_by_name=True, coerce_numbers_to_str=True)
 
 
 # Upper-case is what the service sends today; lower-case is what its docs show. Unknown: not terminal.
@@ -171,6 +172,16 @@ class OAuthProvider(Resource):
     name: str
     issuer: str | None = None
     is_mcp: bool | None = None
+
+
+class OAuthToken(Resource):
+    """One of the user's OAuth connections. The spec leaves the shape open; a bare provider name is taken as one."""
+
+    provider: str | None = None
+    is_active: bool | None = None
+    id: int | str | None = None
+    created_at: str | None = None
+    scopes: list[str] | None = None
 
 
 class CliRules(Resource):

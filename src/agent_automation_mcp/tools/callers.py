@@ -47,7 +47,7 @@ class ConfiguredCaller:
         try:
             return Credentials(self.token, self.org_id)
         except ValueError:
-            raise ConfigurationError("the configured API token is malformed (empty or containing spaces)",
+            raise ConfigurationError("the configured API token is malformed: it must be printable ASCII without spaces",
                                      hint=NO_TOKEN_HINT) from None
 
 

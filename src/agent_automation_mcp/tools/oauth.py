@@ -15,8 +15,16 @@ from .results import Output, ok
 toolset = Toolset("oauth")
 
 
+class OAuthConnection(Output):
+    provider: str | None = None
+    is_active: bool | None = None
+    id: int | str | None = None
+    scopes: list[str] | None = None
+    created_at: str | None = None
+
+
 class OAuthStatus(Output):
-    tokens: list[Any]
+    tokens: list[OAuthConnection]
 
 
 class OAuthRevocation(Output):
@@ -26,10 +34,15 @@ class OAuthRevocation(Output):
 
 @toolset.tool("Get OAuth token status", "get_oauth_token_status")
 async def get_oauth_token_status(ctx: Context) -> Annotated[CallToolResult, OAuthStatus]:
-    """Show the current user's OAuth connections in the organisation (provider, active or not)."""
-    data = await (await client_for(ctx)).get_oauth_token_status()
-    tokens = data if isinstance(data, list) else [data]
-    return ok(OAuthStatus(tokens=tokens), f"{len(tokens)} OAuth token records")
+    """Show the current user's OAuth connections in the organisation: provider, whether the token is active
+    (revoked ones are not), scopes."""
+    tokens = [OAuthConnection.pick(token) for token in await (await client_for(ctx)).get_oauth_token_status()]
+    states = ", ".join(f"{t.provider or '?'} {_state(t.is_active)}" for t in tokens)
+    return ok(OAuthStatus(tokens=tokens), f"{len(tokens)} OAuth tokens{': ' + states if states else ''}")
+
+
+def _state(is_active: bool | None) -> str:
+    return "active" if is_active else "revoked" if is_active is False else "(state not given)"
 
 
 @toolset.tool("Revoke OAuth tokens", "revoke_oauth_tokens")
