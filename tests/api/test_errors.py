@@ -182,10 +182,16 @@ async def test_dropped_connections_and_malformed_bodies(faults_off: SandboxServe
             await client.create_agent_run("dropped", repo.id)
         assert len(_calls(sandbox, "create_agent_run", mark)) == 1
 
-        set_faults(sandbox, malformed_rate=1.0, operations=["list_models"])
+        set_faults(sandbox, malformed_rate=1.0, operations=["list_models", "create_agent_run"])
         with pytest.raises(e.UnexpectedResponseError) as malformed:
             await client.list_models()
         assert malformed.value.kind == "bad_response"
+        # A write answered 200 with a broken body happened: the error must not invite a blind repeat.
+        mark = len(requests_log(sandbox))
+        with pytest.raises(e.OutcomeUnknownError) as garbled:
+            await client.create_agent_run("garbled answer", repo.id)
+        assert garbled.value.status == 200 and "get or list" in garbled.value.hint
+        assert [r["status"] for r in _calls(sandbox, "create_agent_run", mark)] == [200]
 
 
 async def test_unreachable_service() -> None:

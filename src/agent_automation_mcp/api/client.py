@@ -16,7 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import TypeAdapter, ValidationError, validate_call
 
 from .credentials import Credentials
-from .errors import InvalidRequestError, OperationFailedError, UnexpectedResponseError
+from .errors import InvalidRequestError, OperationFailedError
 from .models import (
     AgentRun,
     CheckSuiteSettings,
@@ -49,7 +49,7 @@ from .params import (
     SourceType,
     WebhookUrl,
 )
-from .transport import ApiTransport, Query, require_org_id
+from .transport import ApiTransport, Query, require_org_id, unreadable_answer
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,8 +78,8 @@ def _parse(model: type[M] | Any, data: Any, operation: str) -> M:
     try:
         return TypeAdapter(model).validate_python(data)
     except ValidationError as exc:
-        raise UnexpectedResponseError(f"{operation}: unexpected response shape ({exc.error_count()} problems)",
-                                      operation=operation) from None
+        raise unreadable_answer(OPERATIONS[operation], 200,
+                                f"an unexpected shape ({exc.error_count()} problems)") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,9 +136,8 @@ class ApiTransport:
                     retries += 1
                     continue
                 if not op.retry_safe:
-                    raise OutcomeUnknownError(
-                        f"the service answered {status} ({_message(response)}); the {op.name} request may or may "
-                        f"not have taken effect", status=status, operation=op.name)
+                    raise OutcomeUnknownError(f"the service answered {status} ({_message(response)}) to {op.name}",
+                                              status=status, operation=op.name)
             if status >= 400:
                 raise _error_from_response(op, response)
             return _json_body(op, response)
@@ -199,8 +198,7 @@ def _lost_response_error(op: Operation, exc: httpx2.TransportError) -> ApiError:
     if op.retry_safe:
         error_type = ApiTimeoutError if isinstance(exc, httpx2.TimeoutException) else ConnectionFailedError
         return error_type(f"the service {what}", operation=op.name)
-    return OutcomeUnknownError(f"the service {what} after the {op.name} request was sent; it may or may not "
-                               f"have taken effect", operation=op.name)
+    return OutcomeUnknownError(f"the service {what} after the {op.name} request was sent", operation=op.name)
 
 
 def _decode(response: httpx2.Response) -> Any:
@@ -256,6 +254,12 @@ def _json_body(op: Operation, response: httpx2.Response) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise UnexpectedResponseError(
-            f"{op.name}: the service answered {response.status_code} with a body that is not JSON",
-            status=response.status_code, operation=op.name) from None
+        raise unreadable_answer(op, response.status_code, "a body that is not JSON") from None
+
+
+def unreadable_answer(op: Operation, status: int, what: str) -> ApiError:
+    """A success we cannot read. For a write it most likely took effect, so it must not invite a blind repeat."""
+    message = f"{op.name}: the service answered {status} with {what}"
+    if op.retry_safe:
+        return UnexpectedResponseError(message, status=status, operation=op.name)
+    return OutcomeUnknownError(f"{message}; the change most likely took effect", status=status, operation=op.name)
