@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
@@ -37,11 +38,26 @@ def configure_logging(level: str) -> None:
             logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
+def _port(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {value!r}")
+    return int(value)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                         help="stdio (default) or Streamable HTTP at /mcp")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument("--port", type=_port, default=8000, help="HTTP port (default 8000)")
     parser.add_argument("--sandbox", action="store_true",
                         help="start the local simulator in-process and use it instead of the real service")
     parser.add_argument("--toolsets", help=f"comma-separated, from: {', '.join(TOOLSETS)}, all, default "
@@ -127,6 +143,10 @@ def serve(args: argparse.Namespace) -> int:
                                          " (read-only)" if settings.read_only else "", tools)
         try:
             if args.transport == "http":
+                if not is_loopback(args.host):
+                    say(f"warning: listening on {args.host}, beyond this machine. The server has no authentication "
+                        "of its own: whoever reaches the port acts with the configured API token. Put it behind an "
+                        "authenticating proxy, or listen on 127.0.0.1.")
                 say(f"serving Streamable HTTP at http://{args.host}:{args.port}/mcp")
                 anyio.run(lambda: server.run_streamable_http_async(host=args.host, port=args.port))
             else:

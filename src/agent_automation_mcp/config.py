@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .api.limits import RateLimit, parse_rate_limits
 from .api.operations import parse_bucket_map
@@ -18,6 +19,21 @@ def _first(env: Mapping[str, str], *names: str) -> str | None:
         if value:
             return value
     return None
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float, *,
+            minimum: float) -> Any:
+    """A numeric setting; a bad value is refused with the variable's name, not a bare conversion error."""
+    value = _first(env, name)
+    if value is None:
+        return default
+    try:
+        number = kind(value)
+    except ValueError:
+        number = None
+    if number is None or not number >= minimum:
+        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'} >= {minimum:g}, got {value!r}")
+    return number
 
 
 def parse_bool(value: str | None) -> bool:
@@ -55,16 +71,15 @@ class ApiSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
         """Our names first; the service's own tools' names (`CODEGEN_*`) when ours are unset."""
         env = os.environ if env is None else env
-        timeout = _first(env, "AGENT_AUTOMATION_TIMEOUT")
         return cls(
             token=_first(env, "AGENT_AUTOMATION_API_TOKEN", "CODEGEN_API_KEY", "CODEGEN_API_TOKEN"),
             org_id=parse_org_id(_first(env, "AGENT_AUTOMATION_ORG_ID", "CODEGEN_ORG_ID")),
             base_url=(_first(env, "AGENT_AUTOMATION_BASE_URL", "CODEGEN_API_BASE_URL") or DEFAULT_BASE_URL).rstrip("/"),
-            timeout=float(timeout) if timeout else 30.0,
+            timeout=_number(env, "AGENT_AUTOMATION_TIMEOUT", float, 30.0, minimum=0.1),
             rate_limits=parse_rate_limits(_first(env, "AGENT_AUTOMATION_RATE_LIMITS")),
             redis_url=_first(env, "AGENT_AUTOMATION_REDIS_URL"),
-            rate_margin=float(_first(env, "AGENT_AUTOMATION_RATE_MARGIN") or 0.25),
-            max_replicas=int(_first(env, "AGENT_AUTOMATION_MAX_REPLICAS") or 4),
+            rate_margin=_number(env, "AGENT_AUTOMATION_RATE_MARGIN", float, 0.25, minimum=0),
+            max_replicas=_number(env, "AGENT_AUTOMATION_MAX_REPLICAS", int, 4, minimum=1),
             bucket_map=parse_bucket_map(_first(env, "AGENT_AUTOMATION_BUCKET_MAP")),
         )
 
@@ -73,6 +88,7 @@ class ApiSettings:
 TOOLSETS = ("runs", "logs", "checks", "pulls", "settings", "org", "setup", "oauth", "webhooks")
 DEFAULT_TOOLSETS = tuple(t for t in TOOLSETS if t not in {"oauth", "webhooks"})
 DEFAULT_MAX_FIELD_CHARS = 1500
+MIN_FIELD_CHARS = 100
 
 
 def parse_toolsets(value: str | None) -> tuple[str, ...]:
@@ -99,15 +115,15 @@ class ServerSettings:
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
 
     def __post_init__(self) -> None:
-        if self.max_field_chars < 100:
-            raise ValueError(f"max_field_chars must be at least 100, got {self.max_field_chars}")
+        if self.max_field_chars < MIN_FIELD_CHARS:
+            raise ValueError(f"max_field_chars must be at least {MIN_FIELD_CHARS}, got {self.max_field_chars}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
         env = os.environ if env is None else env
-        max_chars = _first(env, "AGENT_AUTOMATION_MAX_FIELD_CHARS")
         return cls(
             toolsets=parse_toolsets(_first(env, "AGENT_AUTOMATION_TOOLSETS")),
             read_only=parse_bool(_first(env, "AGENT_AUTOMATION_READ_ONLY")),
-            max_field_chars=int(max_chars) if max_chars else DEFAULT_MAX_FIELD_CHARS,
+            max_field_chars=_number(env, "AGENT_AUTOMATION_MAX_FIELD_CHARS", int, DEFAULT_MAX_FIELD_CHARS,
+                                    minimum=MIN_FIELD_CHARS),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from mcp import MCPError
 from mcp.server import MCPServer
@@ -21,18 +21,26 @@ from .api.transport import ApiTransport
 from .config import ApiSettings, ServerSettings
 from .pacing import create_pacer
 from .tools.callers import CallerResolver, ConfiguredCaller, ServerState
-from .tools.errors import argument_error, error_result
+from .tools.errors import argument_error, error_result, unknown_arguments
 from .tools.registry import ToolSpec, select_tools
 
 logger = logging.getLogger(__name__)
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
-INSTRUCTIONS: Final = (
-    "Drive Codegen AI coding agents: create_agent_run starts one on a repository (ids from list_repositories); "
-    "get_agent_run with wait_seconds follows it; get_agent_run_logs reads its trace page by page (next_skip). "
-    "Failed calls return {error: {kind, message, hint, retry_after_seconds?}}: follow the hint."
-)
+def instructions(offered: frozenset[str]) -> str:
+    """The server's guide for a model, naming only tools this server offers (toolsets, read-only)."""
+    steps = []
+    if "create_agent_run" in offered:
+        where = " on a repository (ids from list_repositories)" if "list_repositories" in offered else ""
+        steps.append(f"create_agent_run starts one{where}")
+    if "get_agent_run" in offered:
+        steps.append("get_agent_run with wait_seconds follows it")
+    if "get_agent_run_logs" in offered:
+        steps.append("get_agent_run_logs reads its trace page by page (next_skip)")
+    guide = f": {'; '.join(steps)}" if steps else ""
+    return (f"Drive Codegen AI coding agents{guide}. "
+            "Failed calls return {error: {kind, message, hint, retry_after_seconds?}}: follow the hint.")
 
 
 class AgentAutomationServer(MCPServer[ServerState]):
@@ -43,14 +51,14 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self.api_settings = api
         self.server_settings = settings
         self.tool_specs: tuple[ToolSpec, ...] = tuple(select_tools(settings))
+        self._offered = frozenset(spec.name for spec in self.tool_specs)
         self._callers = callers or ConfiguredCaller(api.token, api.org_id)
         self._compact_tools: list[MCPTool] | None = None
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
-                         instructions=INSTRUCTIONS, lifespan=_lifespan, log_level=log_level)
+                         instructions=instructions(self._offered), lifespan=_lifespan, log_level=log_level)
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
                           annotations=spec.annotations, structured_output=True)
-        self._offered = frozenset(spec.name for spec in self.tool_specs)
 
     async def list_tools(self) -> list[MCPTool]:
         if self._compact_tools is None:
@@ -60,11 +68,18 @@ class AgentAutomationServer(MCPServer[ServerState]):
                 for tool in await super().list_tools()]
         return self._compact_tools
 
+    async def _parameters(self, name: str) -> frozenset[str]:
+        tool = next(tool for tool in await self.list_tools() if tool.name == name)
+        return frozenset(tool.input_schema.get("properties", {}))
+
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None) -> CallToolResult | InputRequiredResult:
         if name not in self._offered:
             # The spec's protocol error; a tool outside the toolsets or the read-only ceiling does not exist here.
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
+        accepted = await self._parameters(name)
+        if unknown := sorted(set(arguments or {}) - accepted):  # else a misspelt argument is dropped unnoticed
+            return error_result(unknown_arguments(name, unknown, accepted))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

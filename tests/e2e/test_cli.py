@@ -11,6 +11,7 @@ from harness import clean_env, stdio_server
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
+from agent_automation_mcp.cli import is_loopback
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 COMMAND = [sys.executable, "-m", "agent_automation_mcp"]
@@ -35,15 +36,27 @@ def test_sandbox_flag_says_so_on_stderr() -> None:
     assert process.stdout.read() == ""  # type: ignore[union-attr]  # stdout is the protocol's alone
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--toolsets", "runs,nope"], "unknown toolset 'nope'"),
-    (["--org-id", "abc"], "organisation id"),
-    (["--rate-limits", "standard=lots"], "bad rate-limit item"),
+@pytest.mark.parametrize(("args", "env", "message"), [
+    (["--toolsets", "runs,nope"], {}, "unknown toolset 'nope'"),
+    (["--org-id", "abc"], {}, "organisation id"),
+    (["--rate-limits", "standard=lots"], {}, "bad rate-limit item"),
+    (["--transport", "http", "--port", "99999"], {}, "from 1 to 65535"),
+    ([], {"AGENT_AUTOMATION_TIMEOUT": "abc"}, "AGENT_AUTOMATION_TIMEOUT must be a number"),
+    ([], {"AGENT_AUTOMATION_MAX_REPLICAS": "0"}, "AGENT_AUTOMATION_MAX_REPLICAS must be an integer >= 1"),
 ])
-def test_bad_settings_exit_with_a_message(args: list[str], message: str) -> None:
-    done = subprocess.run([*COMMAND, *args], env=clean_env(), capture_output=True, text=True, timeout=30,
+def test_bad_settings_exit_with_a_message(args: list[str], env: dict[str, str], message: str) -> None:
+    done = subprocess.run([*COMMAND, *args], env=clean_env(**env), capture_output=True, text=True, timeout=30,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and message in done.stderr and done.stdout == ""
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.0.0.2", True), ("localhost", True), ("::1", True), ("[::1]", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.5", False), ("mcp.example.com", False),
+])
+def test_listening_beyond_loopback_is_recognised_for_the_warning(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
 
 
 def test_demo_walks_through_a_session() -> None:

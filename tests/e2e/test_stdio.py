@@ -39,12 +39,19 @@ async def test_progress_while_waiting_and_paging(sandbox: SandboxServer, mode: s
                                       progress_callback=on_wait)
         trace = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "limit": 50,
                                                               "all_pages": True}, progress_callback=on_page)
+        page = trace.structured_content
+        entries = list(page["entries"])
+        for _ in range(5):  # a call returns a bounded amount; next_skip says where the next one goes on
+            if page["next_skip"] is None:
+                break
+            page = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "all_pages": True,
+                                                                  "skip": page["next_skip"]})).structured_content
+            entries += page["entries"]
         await anyio.sleep(0.1)  # notifications may trail the result on a real transport
     assert done.structured_content["is_terminal"] and done.structured_content["waited_seconds"] > 0
     assert waits and all(total == 20 for _, total, _ in waits) and f"run {run_id}" in str(waits[0][2])
     assert [p for p, _, _ in waits] == sorted(p for p, _, _ in waits)
-    page = trace.structured_content
-    assert page["next_skip"] is None and len(page["entries"]) == page["read"] == page["total_logs"]
+    assert page["next_skip"] is None and len(entries) == page["total_logs"]
     assert [p for p, _, _ in pages] == [50, 100, 150, 200][: len(pages)] and len(pages) >= 3
     assert all(total == page["total_logs"] for _, total, _ in pages)
 
@@ -59,6 +66,13 @@ async def test_error_shapes(sandbox: SandboxServer, mode: str) -> None:
         assert invalid["kind"] == "invalid_arguments" and invalid["details"][0]["loc"] == ["limit"]
         wrong_type = error_of(await client.call_tool("list_agent_runs", {"skip": "lots"}))
         assert wrong_type["kind"] == "invalid_arguments"
+        boolean = error_of(await client.call_tool("get_agent_run", {"agent_run_id": True}))
+        assert boolean["kind"] == "invalid_arguments" and boolean["details"][0]["loc"] == ["agent_run_id"]
+        creates = sum(r.operation == "create_agent_run" for r in sandbox.request_log)
+        misspelt = error_of(await client.call_tool("create_agent_run", {"prompt": "x", "repository_id": 201}))
+        assert misspelt["kind"] == "invalid_arguments" and misspelt["details"][0]["loc"] == ["repository_id"]
+        assert "repo_id" in misspelt["message"]
+        assert sum(r.operation == "create_agent_run" for r in sandbox.request_log) == creates  # nothing was sent
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("delete_everything", {})
         assert unknown.value.error.code == -32602
@@ -71,6 +85,8 @@ async def test_read_only_ceiling_and_toolsets_hold_at_list_and_call_time(sandbox
     async with Client(stdio_server(env, "--toolsets", "runs,logs,oauth"), mode=mode) as client:
         listed = {tool.name for tool in (await client.list_tools()).tools}
         assert listed == {"get_agent_run", "list_agent_runs", "get_agent_run_logs", "get_oauth_token_status"}
+        assert client.instructions and "get_agent_run_logs" in client.instructions
+        assert "create_agent_run" not in client.instructions  # the guide names only tools on offer
         refused: dict[str, dict[str, Any]] = {"create_agent_run": {"prompt": "x"}, "ban_checks": {"agent_run_id": 1},
                                               "revoke_oauth_tokens": {"provider": "github"}, "list_models": {}}
         for name, arguments in refused.items():

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
+import httpx2
 import pytest
 from mcp import Client
 
@@ -63,6 +66,24 @@ async def test_a_wait_that_ends_first_returns_the_running_run() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_wait_cut_short_by_failures_returns_the_last_status_seen() -> None:
+    async with connected(SandboxConfig(run_seconds=60)) as (client, sandbox):
+        run = (await client.call_tool("create_agent_run", {"prompt": "slow", "repo_id": REPO_ID})).structured_content
+        results: list[Any] = []
+
+        async def wait() -> None:
+            results.append(await client.call_tool("get_agent_run", {"agent_run_id": run["id"], "wait_seconds": 5}))
+
+        async with anyio.create_task_group() as group, httpx2.AsyncClient(base_url=sandbox.url) as control:
+            group.start_soon(wait)
+            await anyio.sleep(0.5)  # the first poll has answered; every later one fails
+            await control.put("/_sandbox/faults", json={"error_rate": 1.0, "operations": ["get_agent_run"]})
+    (result,) = results
+    assert not result.is_error and result.structured_content["status"] == run["status"]
+    assert "server_error" in result.structured_content["note"] and "last status seen" in result.content[0].text
+
+
+@pytest.mark.anyio
 async def test_long_values_are_trimmed_with_a_marker() -> None:
     async with connected(max_field_chars=100) as (client, _):
         page = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN})).structured_content
@@ -97,8 +118,27 @@ async def test_all_pages_stops_at_its_budget_and_says_where_to_continue(monkeypa
         monkeypatch.setattr(logs, "PAGING_SECONDS", 0.0)
         timed = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "limit": 50,
                                                               "all_pages": True})).structured_content
-    assert capped["next_skip"] == 150 and len(capped["entries"]) == 150 and "next_skip" in capped["note"]
+    assert capped["next_skip"] == 120 and len(capped["entries"]) == 120 and "next_skip" in capped["note"]
     assert timed["next_skip"] == 50 and len(timed["entries"]) == 50 and "stopped after" in timed["note"]
+
+
+@pytest.mark.anyio
+async def test_a_call_returns_at_most_its_character_budget_and_continues_where_it_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "MAX_RESULT_CHARS", 3000)
+    async with connected() as (client, _):
+        first = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN})).structured_content
+        second = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN,
+                                                               "skip": first["next_skip"]})).structured_content
+        seam = (await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "limit": 2,
+                                                              "skip": first["next_skip"] - 1})).structured_content
+    def size(entry: dict[str, Any]) -> int:
+        return len(json.dumps(entry, separators=(",", ":"), ensure_ascii=False))
+
+    returned = sum(size(entry) for entry in first["entries"])
+    assert 0 < returned <= 3000 < returned + size(second["entries"][0]) and "characters" in first["note"]
+    assert first["next_skip"] == first["read"] == len(first["entries"]) < 100
+    assert seam["entries"] == [first["entries"][-1], second["entries"][0]]  # nothing skipped, nothing twice
 
 
 @pytest.mark.anyio

@@ -29,5 +29,5 @@ def test_from_env() -> None:
     settings = ServerSettings.from_env({"AGENT_AUTOMATION_TOOLSETS": "runs", "AGENT_AUTOMATION_READ_ONLY": "true",
                                         "AGENT_AUTOMATION_MAX_FIELD_CHARS": "400"})
     assert settings == ServerSettings(toolsets=("runs",), read_only=True, max_field_chars=400)
-    with pytest.raises(ValueError, match="at least 100"):
+    with pytest.raises(ValueError, match="AGENT_AUTOMATION_MAX_FIELD_CHARS must be an integer >= 100"):
         ServerSettings.from_env({"AGENT_AUTOMATION_MAX_FIELD_CHARS": "5"})

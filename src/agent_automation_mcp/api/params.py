@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
-Id = Annotated[int, Field(ge=1, description="A positive integer id.")]
+
+def _refuse_bool(value: Any) -> Any:
+    """Lax integers take `true` as 1; a boolean where a number belongs is a mistake worth naming."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not a boolean")
+    return value
+
+
+NOT_BOOL = BeforeValidator(_refuse_bool)  # after the Field, so the schema keeps its minimum and maximum
+Id = Annotated[int, Field(ge=1, description="A positive integer id."), NOT_BOOL]
 Prompt = Annotated[str, Field(min_length=1, max_length=100_000, pattern=r"\S",
                               description="Instruction for the agent; must not be blank.")]
-Skip = Annotated[int, Field(ge=0, description="How many items to skip (offset).")]
-Limit = Annotated[int, Field(ge=1, le=100, description="How many items to return, 1 to 100.")]
-CheckRetryCount = Annotated[int, Field(ge=0, le=10, description="Retries for failed checks, 0 to 10.")]
+Skip = Annotated[int, Field(ge=0, description="How many items to skip (offset)."), NOT_BOOL]
+Limit = Annotated[int, Field(ge=1, le=100, description="How many items to return, 1 to 100."), NOT_BOOL]
+CheckRetryCount = Annotated[int, Field(ge=0, le=10, description="Retries for failed checks, 0 to 10."), NOT_BOOL]
 PullRequestState = Literal["open", "closed", "draft", "ready_for_review"]
 AgentType = Literal["codegen", "claude_code"]
 SourceType = Literal[

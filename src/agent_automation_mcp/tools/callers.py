@@ -59,23 +59,25 @@ class OrganizationCache:
 
     def __init__(self, ttl: float = ORG_CACHE_SECONDS) -> None:
         self._ttl = ttl
-        self._orgs: dict[str, tuple[float, list[tuple[int, str | None]]]] = {}
+        self._orgs: dict[str, tuple[float, int, list[tuple[int, str | None]]]] = {}
 
     async def resolve(self, client: AgentAutomationClient) -> int:
         key = client.credentials.token_key
         cached = self._orgs.get(key)
         if cached is None or cached[0] < time.monotonic():
             page = await client.list_organizations(limit=100)
-            cached = (time.monotonic() + self._ttl, [(org.id, org.name) for org in page.items])
+            total = max(page.total or 0, len(page.items))
+            cached = (time.monotonic() + self._ttl, total, [(org.id, org.name) for org in page.items])
             self._orgs[key] = cached
-        orgs = cached[1]
-        if len(orgs) == 1:
+        _, total, orgs = cached
+        if total == 1:
             return orgs[0][0]
         if not orgs:
             raise ConfigurationError("this API token sees no organisation",
                                      hint="Check the token, or set AGENT_AUTOMATION_ORG_ID.")
         listed = ", ".join(f"{org_id} ({name})" if name else str(org_id) for org_id, name in orgs)
-        raise ConfigurationError(f"this API token sees {len(orgs)} organisations: {listed}",
+        more = f" (the first {len(orgs)} listed)" if total > len(orgs) else ""
+        raise ConfigurationError(f"this API token sees {total} organisations{more}: {listed}",
                                  details={"organizations": [{"id": i, "name": n} for i, n in orgs]},
                                  hint="Set AGENT_AUTOMATION_ORG_ID (or --org-id) to one of them and restart.")
 

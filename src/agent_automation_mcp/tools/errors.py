@@ -36,6 +36,12 @@ def argument_error(tool: str, exc: ValidationError) -> ApiError:
     return InvalidRequestError(f"{tool}: {problems}", details=details, operation=tool)
 
 
+def unknown_arguments(tool: str, unknown: list[str], accepted: frozenset[str]) -> ApiError:
+    details = [{"loc": [name], "msg": "unknown argument", "type": "extra_forbidden"} for name in unknown]
+    return InvalidRequestError(f"{tool}: unknown argument(s) {', '.join(unknown)}; it takes "
+                               f"{', '.join(sorted(accepted)) or 'no arguments'}", details=details, operation=tool)
+
+
 def _one_line(body: dict[str, Any]) -> str:
     status = f" (HTTP {body['status']})" if body["status"] is not None else ""
     retry = f" Retry after {body['retry_after_seconds']:g} s." if "retry_after_seconds" in body else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
 from mcp.server.mcpserver import Context
@@ -11,7 +12,7 @@ from mcp.types import CallToolResult
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from ..api.client import trace_continues
-from ..api.errors import ApiTimeoutError, RateLimitError
+from ..api.errors import ApiError
 from ..api.models import MESSAGE_TYPES, LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
@@ -21,7 +22,8 @@ from .results import Output, PageLimit, PageSkip, ok, trim_text
 toolset = Toolset("logs")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
-MAX_ENTRIES: Final = 500  # all_pages returns at most this many entries per call
+MAX_ENTRIES: Final = 500  # a call returns at most this many entries
+MAX_RESULT_CHARS: Final = 60_000  # and about this much JSON (~15k tokens), so one call cannot flood a context
 
 MessageType = Literal[MESSAGE_TYPES]  # type: ignore[valid-type]
 
@@ -66,6 +68,41 @@ def _trim(entry: LogEntry, max_chars: int) -> tuple[TraceEntry, int]:
     return TraceEntry(**values), cut
 
 
+@dataclass
+class _Collected:
+    """The entries a call returns, within MAX_ENTRIES and MAX_RESULT_CHARS."""
+
+    max_chars: int
+    wanted: set[str]
+    entries: list[TraceEntry] = field(default_factory=list)
+    read: int = 0  # trace entries consumed, before the message_types filter
+    trimmed: int = 0
+    size: int = 0
+
+    def take(self, logs: list[LogEntry]) -> int:
+        """Consume `logs` in order until the budget is spent; return how many were consumed (at least one entry
+        is always returned, so every call makes progress)."""
+        for consumed, log in enumerate(logs):
+            if self.wanted and log.message_type not in self.wanted:
+                self.read += 1
+                continue
+            entry, cut = _trim(log, self.max_chars)
+            entry_size = len(entry.model_dump_json())
+            if self.entries and self.full(entry_size):
+                return consumed
+            self.entries.append(entry)
+            self.read += 1
+            self.trimmed += cut
+            self.size += entry_size
+        return len(logs)
+
+    def full(self, more: int = 0) -> bool:
+        return len(self.entries) >= MAX_ENTRIES or self.size + more > MAX_RESULT_CHARS
+
+    def full_note(self) -> str:
+        return f"stopped at {len(self.entries)} entries ({self.size:,} characters): continue from next_skip"
+
+
 @toolset.tool("Get agent run logs", "get_agent_run_logs")
 async def get_agent_run_logs(
     agent_run_id: Id, ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100,
@@ -73,7 +110,8 @@ async def get_agent_run_logs(
     message_types: Annotated[list[MessageType] | None, Field(  # type: ignore[valid-type]
         description="Only return entries of these types (e.g. ERROR, FINAL_ANSWER).")] = None,
     all_pages: Annotated[bool, Field(
-        description=f"Follow pages for up to {PAGING_SECONDS:g} s ({MAX_ENTRIES} entries at most).")] = False,
+        description=f"Follow pages for up to {PAGING_SECONDS:g} s (at most {MAX_ENTRIES} entries, "
+                    f"{MAX_RESULT_CHARS // 1000}k characters).")] = False,
 ) -> Annotated[CallToolResult, TracePage]:
     """Read an agent run's execution trace (its steps: thoughts, tool calls, errors, final answer) from
     skip, in pages of limit entries. Long field values are trimmed. Returns the entries, total_logs and
@@ -81,43 +119,39 @@ async def get_agent_run_logs(
     client = await client_for(ctx, CALL_SECONDS)
     if all_pages:
         client = client.as_bulk()
-    max_chars = state_of(ctx).settings.max_field_chars
-    wanted = set(message_types or ())
+    taken = _Collected(state_of(ctx).settings.max_field_chars, set(message_types or ()))
     started = time.monotonic()
-    entries: list[TraceEntry] = []
-    read = trimmed = 0
     position: int | None = skip
     note = page = None
     while position is not None:
         try:
             page = await client.get_agent_run_logs(agent_run_id, skip=position, limit=limit, reverse=reverse)
-        except (RateLimitError, ApiTimeoutError) as exc:
+        except ApiError as exc:
             if page is None:
                 raise
             retry = f"; retry after {exc.retry_after:.1f} s" if exc.retry_after else ""
-            note = f"stopped early ({exc.kind}{retry}): continue from next_skip"
+            note = f"stopped early ({exc.kind}: {exc.message}{retry}): continue from next_skip"
             break
-        read += len(page.logs)
-        for log in page.logs:
-            if not wanted or log.message_type in wanted:
-                entry, cut = _trim(log, max_chars)
-                entries.append(entry)
-                trimmed += cut
-        after = position + len(page.logs)
+        consumed = taken.take(page.logs)
+        if consumed < len(page.logs):  # the budget ran out inside this page
+            position += consumed
+            note = taken.full_note()
+            break
+        after = position + consumed
         position = after if trace_continues(page, after, limit) else None
         if not all_pages or position is None:
             break
-        await ctx.report_progress(read, page.total_logs, f"read {read} of {page.total_logs} trace entries")
-        if len(entries) >= MAX_ENTRIES:
-            note = f"stopped at {len(entries)} entries: continue from next_skip"
+        await ctx.report_progress(taken.read, page.total_logs, f"read {taken.read} of {page.total_logs} trace entries")
+        if taken.full():
+            note = taken.full_note()
             break
         if time.monotonic() - started > PAGING_SECONDS:
             note = f"stopped after {PAGING_SECONDS:g} s: continue from next_skip"
             break
     assert page is not None
     out = TracePage(agent_run_id=agent_run_id, status=page.status, is_terminal=page.is_terminal,
-                    total_logs=page.total_logs, entries=entries, read=read, next_skip=position,
-                    trimmed_fields=trimmed, note=note)
+                    total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=position,
+                    trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
-    return ok(out, f"{len(entries)} entries (read {read} of {page.total_logs}) from run {agent_run_id}, "
+    return ok(out, f"{len(out.entries)} entries (read {out.read} of {page.total_logs}) from run {agent_run_id}, "
                    f"{page.status}; {end}{f'; {note}' if note else ''}")

@@ -50,4 +50,6 @@ async def revoke_oauth_tokens(provider: Provider, ctx: Context) -> Annotated[Cal
     """Revoke ALL of the current user's OAuth tokens for one provider in the organisation. The user must
     reconnect that provider in the web app afterwards. Only on the user's explicit request."""
     response = await (await client_for(ctx)).revoke_oauth_tokens(provider)
-    return ok(OAuthRevocation(provider=provider, response=response), f"Revoked every {provider} OAuth token")
+    said = response.get("message")
+    return ok(OAuthRevocation(provider=provider, response=response),
+              f"Revoked the user's {provider} OAuth tokens{f': {said}' if isinstance(said, str) else ''}")

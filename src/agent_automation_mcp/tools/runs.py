@@ -10,9 +10,9 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..api.errors import ApiTimeoutError, RateLimitError
+from ..api.errors import ApiError
 from ..api.models import AgentRun, LogPage
-from ..api.params import AgentType, Id, Prompt, SourceType
+from ..api.params import NOT_BOOL, AgentType, Id, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
 from .results import Output, PageLimit, PageSkip, next_skip, ok, trim_text
@@ -25,7 +25,7 @@ WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answ
 POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
-                                   description="Wait up to this many seconds for the run to finish (0-50).")]
+                                   description="Wait up to this many seconds for the run to finish (0-50)."), NOT_BOOL]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
 
 
@@ -63,6 +63,7 @@ class Run(Output):
 
 class WaitedRun(Run):
     waited_seconds: float = 0
+    note: str | None = None
 
 
 class RunList(Output):
@@ -100,6 +101,7 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
     started = time.monotonic()
     run = await client.get_agent_run(agent_run_id)
     polls = 0
+    note = None
     while not run.is_terminal and (left := started + wait_seconds - time.monotonic()) > 0:
         waited = time.monotonic() - started
         await ctx.report_progress(waited, wait_seconds, f"run {agent_run_id} is {run.status}; waited {waited:.0f} s")
@@ -107,11 +109,13 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
         polls += 1
         try:
             run = await client.get_agent_run(agent_run_id)
-        except (RateLimitError, ApiTimeoutError):
-            break  # the budget is spent: answer with the last status seen
-    out = WaitedRun(**Run.of(run, _max_chars(ctx)).model_dump(), waited_seconds=round(time.monotonic() - started, 1))
+        except ApiError as exc:  # answer with the last status seen rather than lose it
+            note = f"stopped waiting ({exc.kind}: {exc.message}); this is the last status seen"
+            break
+    out = WaitedRun(**Run.of(run, _max_chars(ctx)).model_dump(), waited_seconds=round(time.monotonic() - started, 1),
+                    note=note)
     more = "" if out.is_terminal or not wait_seconds else f" after waiting {out.waited_seconds:g} s; call again to wait"
-    return ok(out, out.describe() + more)
+    return ok(out, out.describe() + more + (f"; {note}" if note else ""))
 
 
 @toolset.tool("List agent runs", "list_agent_runs")
