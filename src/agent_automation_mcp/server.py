@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -21,7 +22,7 @@ from .api.transport import ApiTransport
 from .config import ApiSettings, ServerSettings
 from .pacing import create_pacer
 from .tools.callers import CallerResolver, ConfiguredCaller, ServerState
-from .tools.errors import argument_error, error_result, unknown_arguments
+from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
 from .tools.registry import ToolSpec, select_tools
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,11 @@ class AgentAutomationServer(MCPServer[ServerState]):
             elif isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
                 error = argument_error(name, cause)  # the SDK refused the arguments before the tool ran
             else:
-                raise
+                # Where and what, but not the exception's message: it could quote a value we were sent.
+                what = type(cause or exc).__name__
+                logger.error("tool %s failed inside the server (%s):\n%s", name, what,
+                             "".join(traceback.format_tb((cause or exc).__traceback__)))
+                error = InternalError(f"{name} failed inside this server ({what})", operation=name)
         logger.info("tool %s failed: %s (status %s)", name, error.kind, error.status)
         return error_result(error)
 

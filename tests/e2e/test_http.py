@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from harness import MODES, HttpServer, error_of
+from harness import MODES, HttpServer, clean_env, error_of
 from mcp import Client, MCPError
 from scenario import LONG_RUN, check_every_tool
 
@@ -35,3 +35,20 @@ async def test_progress_and_errors(http_server: HttpServer, mode: str) -> None:
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("no_such_tool", {})
         assert unknown.value.error.code == -32602
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_without_a_token_and_read_only_over_http(mode: str) -> None:
+    server = HttpServer(clean_env(AGENT_AUTOMATION_READ_ONLY="1"))
+    try:
+        async with Client(server.url, mode=mode) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            error = error_of(await client.call_tool("list_repositories", {}))
+            with pytest.raises(MCPError) as hidden:
+                await client.call_tool("create_agent_run", {"prompt": "x"})
+    finally:
+        server.stop()
+    assert "get_agent_run" in listed and "create_agent_run" not in listed
+    assert error["kind"] == "configuration" and "AGENT_AUTOMATION_API_TOKEN" in error["hint"]
+    assert hidden.value.error.code == -32602

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError
 
+from agent_automation_mcp.api.client import AgentAutomationClient
 from agent_automation_mcp.api.errors import ConfigurationError, NotFoundError, RateLimitError, ValidationFailedError
 from agent_automation_mcp.config import TOOLSETS, ApiSettings, ServerSettings
 from agent_automation_mcp.server import build_server
@@ -73,6 +74,8 @@ async def test_without_a_token_every_tool_says_how_to_set_it() -> None:
     ("edit_pull_request", {"pr_id": 1, "state": "merged"}, "state"),
     ("update_check_suite_settings", {"repo_id": 1, "check_retry_count": 11}, "check_retry_count"),
     ("set_webhook", {"url": "ftp://x"}, "url"),
+    ("get_agent_run", {"agent_run_id": True}, "agent_run_id"),
+    ("create_agent_run", {"prompt": "x", "repository_id": 5}, "repository_id"),  # misspelt: never dropped silently
 ])
 async def test_invalid_arguments_are_refused_before_any_request(name: str, arguments: dict[str, Any],
                                                                  field: str) -> None:
@@ -98,6 +101,23 @@ async def test_errors_before_or_without_an_answer_keep_the_token_out(name: str, 
         result = await client.call_tool(name, arguments)
     _assert_error_shape(result, kind)
     assert SECRET not in str(result.model_dump())
+
+
+@pytest.mark.anyio
+async def test_a_fault_inside_the_server_comes_back_in_the_same_shape(monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(self: AgentAutomationClient) -> None:
+        raise KeyError(SECRET)  # stands in for a bug; its message may quote anything, the token included
+
+    monkeypatch.setattr(AgentAutomationClient, "list_models", broken)
+    server = build_server(ApiSettings(token=SECRET, org_id=1, base_url=_closed_port_url()), ServerSettings())
+    async with Client(server) as client:
+        result = await client.call_tool("list_models", {})
+    error = _assert_error_shape(result, "internal_error")
+    assert "KeyError" in error["message"] and "stderr" in error["hint"]
+    assert SECRET not in str(result.model_dump())
+    assert "list_models failed inside the server (KeyError)" in caplog.text and "broken" in caplog.text
+    assert SECRET not in caplog.text
 
 
 @pytest.mark.anyio

@@ -2,8 +2,9 @@
 
 `{"error": {"kind", "status", "message", "retry_after_seconds"?, "details"?, "hint"}}` as structured
 content of an `isError` result, with the same facts on one line of text for clients that only show
-text. Clients do not check error results against the tool's output schema, so this shape can be
-shared by every tool. Nothing here formats per tool.
+text. The spec exempts error results from the tool's output schema (TypeScript SDK clients before its
+fix for issue 1943 checked them anyway), so this shape can be shared by every tool. Nothing here formats
+per tool.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from ..api.errors import ApiError, InvalidRequestError
+
+
+class InternalError(ApiError):
+    """A failure inside this server (a bug), reported in the same shape as every other failure."""
+
+    kind = "internal_error"
+    default_hint = ("A fault in agent-automation-mcp, not in the arguments; the server's log on stderr has the "
+                    "details. Try again once; if it repeats, report it.")
 
 
 def error_result(error: ApiError) -> CallToolResult:
