@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
+
 def instructions(offered: frozenset[str]) -> str:
     """The server's guide for a model, naming only tools this server offers (toolsets, read-only)."""
     steps = []

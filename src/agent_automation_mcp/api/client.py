@@ -266,9 +266,9 @@ class AgentAutomationClient:
         data = await self._call("get_oauth_token_status", query={"org_id": self._org_id()})
         if isinstance(data, dict):
             data = next((data[key] for key in ("tokens", "items") if isinstance(data.get(key), list)), [data])
-        items = [{"provider": item} if isinstance(item, str) else item for item in data] \
-            if isinstance(data, list) else data
-        return _parse(list[OAuthToken], items, "get_oauth_token_status")
+        if isinstance(data, list):
+            data = [{"provider": item} if isinstance(item, str) else item for item in data]
+        return _parse(list[OAuthToken], data, "get_oauth_token_status")
 
     @_checked
     async def revoke_oauth_tokens(self, provider: Provider) -> dict[str, Any]:

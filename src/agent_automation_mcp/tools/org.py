@@ -17,7 +17,6 @@ from .results import Output, PageLimit, PageSkip, next_skip, ok
 toolset = Toolset("org")
 
 
-
 class Organization(Output):
     id: int
     name: str | None = None
