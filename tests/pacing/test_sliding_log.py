@@ -112,6 +112,36 @@ def test_after_a_429_the_bucket_pauses_until_retry_after_then_spaces_evenly() ->
     assert most_in_any_window(sent, limit.window) <= limit.count - 1  # no burst a window counter could refuse
 
 
+def test_while_spacing_a_little_lateness_is_made_up_and_more_starts_the_slots_anew() -> None:
+    limit = RateLimit(5, 10.0)
+    (bucket,) = buckets = logs(limit)
+    interval, catch_up = sliding_log.spacing_interval(limit), sliding_log.catch_up(limit)
+    penalise(buckets, 0.0, retry_after=1.0)
+    assert try_charge(buckets, 1.0) == 0
+    late = 1.0 + interval + catch_up / 2  # woke up a little late
+    assert try_charge(buckets, late) == 0
+    assert ready_at(buckets, late) == pytest.approx(1.0 + 2 * interval)  # the schedule did not move
+    very_late = 1.0 + 2 * interval + 2 * catch_up
+    assert try_charge(buckets, very_late) == 0
+    assert ready_at(buckets, very_late) == pytest.approx(very_late + interval)  # slots start anew from it
+    assert bucket.slot == very_late
+
+
+def test_sends_that_leave_late_keep_the_rate_and_never_crowd_a_window() -> None:
+    limit = RateLimit(5, 10.0)  # spacing (2.5 s) binds here, not the log (5 in 10.25 s)
+    buckets = logs(limit)
+    interval = sliding_log.spacing_interval(limit)
+    penalise(buckets, 0.0, retry_after=1.0)
+    rng = random.Random(7)
+    clock, sent = 1.0, []
+    for _ in range(400):
+        clock = ready_at(buckets, clock) + rng.uniform(0, 0.2 * interval)  # every wake-up a little late
+        assert try_charge(buckets, clock) == 0
+        sent.append(clock)
+    assert sent[-1] - sent[0] < 400 * interval  # the lateness did not add up: the rate is the spacing's
+    assert most_in_any_window(sent, limit.window) <= limit.count
+
+
 def test_the_pause_holds_back_even_an_empty_bucket() -> None:
     (bucket,) = buckets = logs(RateLimit(60, 30.0))
     penalise(buckets, 100.0, retry_after=7.5)

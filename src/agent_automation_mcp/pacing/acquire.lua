@@ -2,41 +2,51 @@
 -- The same rule as sliding_log.py: the exact sliding log plus a margin, a pause and even spacing after a 429.
 -- KEYS: per bucket, its log (send times in microseconds, newest first) and its mode hash.
 -- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin,
---       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger.
+--       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up.
 -- Returns {1, now} when charged, else {0, wait}; times in microseconds.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local charge, ahead, margin = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local buckets = #KEYS / 2
 local ready = now
+local slots = {}  -- per bucket in spacing mode: the slot of its last send (see sliding_log.CATCH_UP)
 for i = 1, buckets do
-  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 3 + 5 * (i - 1)
+  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 3 + 6 * (i - 1)
   local limit, cap, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local interval, stagger = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local interval, stagger, catch_up = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local span = window + margin
   local at = now
   local first = redis.call('LINDEX', log, cap - 1 - ahead % cap)
   if first then at = tonumber(first) + span end
   at = at + math.floor(ahead / cap) * span
   if at > ready then ready = at end
-  local state = redis.call('HMGET', mode, 'pause_until', 'spacing_until')
+  local state = redis.call('HMGET', mode, 'pause_until', 'spacing_until', 'slot')
   if state[1] and tonumber(state[1]) > ready then ready = tonumber(state[1]) end
   local last = redis.call('LINDEX', log, 0)
-  if last then
+  if state[2] and tonumber(state[2]) > now then
+    local slot = -math.huge  -- when the last send was due: its slot, if it has one, else when it left
+    if last then slot = tonumber(last) end
+    if state[3] and tonumber(state[3]) >= slot - catch_up then slot = tonumber(state[3]) end
+    slots[i] = slot
+    at = slot + (ahead + 1) * interval
+  elseif last then
     local oldest = redis.call('LINDEX', log, limit - 1)
-    if state[2] and tonumber(state[2]) > now then
-      at = tonumber(last) + (ahead + 1) * interval
-    elseif oldest and tonumber(oldest) > now - 2 * window - margin then
+    if oldest and tonumber(oldest) > now - 2 * window - margin then
       at = tonumber(last) + (ahead + 1) * stagger  -- a hot bucket: see sliding_log.stagger
     end
-    if at > ready then ready = at end
   end
+  if at > ready then ready = at end
 end
 if charge == 1 and ready <= now then
   local stamp = string.format('%.0f', now)
   for i = 1, buckets do
-    local log, a = KEYS[2 * i - 1], 3 + 5 * (i - 1)
+    local log, a = KEYS[2 * i - 1], 3 + 6 * (i - 1)
     local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
+    if slots[i] then
+      local slot = slots[i] + tonumber(ARGV[a + 4])
+      if now - slot > tonumber(ARGV[a + 6]) then slot = now end
+      redis.call('HSET', KEYS[2 * i], 'slot', string.format('%.0f', slot))
+    end
     redis.call('LPUSH', log, stamp)
     redis.call('LTRIM', log, 0, limit - 1)
     -- kept two windows: the 429 handler asks whether this bucket was full lately

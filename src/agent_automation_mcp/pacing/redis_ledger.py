@@ -130,7 +130,7 @@ class RedisLedger:
             limit = self.limits[bucket]
             args += [limit.count, sliding_log.bulk_cap(limit) if bulk else limit.count, round(limit.window * _US),
                      round(sliding_log.spacing_interval(limit) * _US),
-                     round(sliding_log.stagger(limit) * _US)]
+                     round(sliding_log.stagger(limit) * _US), round(sliding_log.catch_up(limit) * _US)]
         return args
 
     async def _shared(self, shared: Callable[[], Awaitable[T]], local: Callable[[], Awaitable[T]]) -> T:

@@ -23,6 +23,11 @@ HOT_STAGGER: Final = 0.25  # a hot bucket spreads each window's sends over this 
 # is 50, so a 100-page trace still takes the optimum two windows while 10 slots per window stay free.
 BULK_SHARE: Final = 5 / 6
 SPACING_SECONDS: Final = 3600.0  # how long a bucket keeps even spacing after a 429
+# While spacing, each send has a slot, one interval after the previous slot; a send that leaves at most this
+# share of the interval after its slot keeps it, so wake-up and round-trip delays do not add up send after
+# send (a later one starts the slots anew). Any window still holds at most N sends, as without it: the slots
+# are an interval apart and each send leaves less than one interval after its own.
+CATCH_UP: Final = 0.25
 MIN_PAUSE: Final = 1.0  # Retry-After is clamped to [MIN_PAUSE, MAX_PAUSE]; a 0 would only invite another 429
 MAX_PAUSE: Final = 120.0
 BACKOFF_CAP: Final = 30.0  # without Retry-After: full-jitter exponential backoff, 1 s, 2 s, 4 s ... capped here
@@ -41,6 +46,10 @@ def spacing_interval(limit: RateLimit) -> float:
     is not added here, since a counter weighs sends by position and a little jitter cannot add a request.
     """
     return limit.window / max(1, limit.count - 1)
+
+
+def catch_up(limit: RateLimit) -> float:
+    return CATCH_UP * spacing_interval(limit)
 
 
 def stagger(limit: RateLimit) -> float:
@@ -73,6 +82,7 @@ class BucketLog:
     spacing_until: float = -math.inf
     strikes: int = 0
     last_429: float = -math.inf
+    slot: float = -math.inf  # while spacing: when the last send was due (see CATCH_UP)
 
     def __post_init__(self) -> None:
         self.sends = deque(maxlen=self.limit.count)
@@ -85,14 +95,22 @@ class BucketLog:
         index = len(self.sends) - cap + slot  # the send whose window must pass first
         ready = self.sends[index] + span if index >= 0 else now
         ready = max(now, ready + rounds * span, self.pause_until)
-        if self.spacing_until > now and self.sends:
-            ready = max(ready, self.sends[-1] + (ahead + 1) * spacing_interval(self.limit))
+        if self.spacing_until > now:
+            ready = max(ready, self._spaced_from() + (ahead + 1) * spacing_interval(self.limit))
         elif self.busy(now):
             ready = max(ready, self.sends[-1] + (ahead + 1) * stagger(self.limit))
         return ready
 
     def charge(self, at: float) -> None:
+        if self.spacing_until > at:
+            due = self._spaced_from() + spacing_interval(self.limit)
+            self.slot = due if at - due <= catch_up(self.limit) else at
         self.sends.append(at)
+
+    def _spaced_from(self) -> float:
+        """When the last send was due: its slot, if it has one, else when it left."""
+        last = self.sends[-1] if self.sends else -math.inf
+        return self.slot if self.slot >= last - catch_up(self.limit) else last
 
     def busy(self, now: float) -> bool:
         """N sends in the last two windows: only then can this bucket be why a window server said 429."""
