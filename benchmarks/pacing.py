@@ -301,6 +301,7 @@ def render(rows: list[LoadRow], traces: list[TraceRow], duration: float, command
         lines.append(f"| {t.mode} | {t.seconds:.2f} | {t.rejected} | {t.rtt * 1000:.1f} ms | {t.optimum:.2f} s |")
     standard = LIMITS[STANDARD]
     spaced = (standard.count - 1) / standard.count  # W/(N-1) apart: N-1 sends per window
+    long_run = standard.window / (standard.window + MARGIN)
     lines += [
         "", "The optimum is what a client without a bulk cap could do with an empty history: "
         f"{logs.count} pages at once, the other {TRACE_ENTRIES // PAGE - logs.count} one window (plus the margin) "
@@ -309,12 +310,14 @@ def render(rows: list[LoadRow], traces: list[TraceRow], duration: float, command
         "- Against a fixed window or a sliding log the pacer sends a full window's worth as soon as the log "
         "allows, so over whole windows it matches an exact sliding-log client: the margin only costs a window "
         f"once it has added up to one (W/m = {standard.window / MARGIN:.0f} windows), so a shorter run can reach "
-        f"1.000, and W/(W+m) = {standard.window / (standard.window + MARGIN):.3f} in the long run.",
+        f"1.000, and W/(W+m) = {long_run:.3f} in the long run.",
         "- A sliding-window counter cannot be held to the sliding-log maximum by anyone: a burst still counts "
         "in the next window. After its first 429 the pacer pauses for Retry-After and then sends evenly, "
-        f"W/(N-1) apart, which is {spaced:.3f} of the sliding-log maximum in the long run. HTTP gives Retry-After "
-        "in whole seconds, so that pause is at least 1 s: a third of a scaled window here, a thirtieth of the "
-        f"real 30 s one; with the first window's burst it accounts for most of the rest over {duration:g} s.",
+        "W/(N-1) apart, a send that leaves a little late keeping its slot so that delays do not add up; with the "
+        f"log and its margin still in force that is min((N-1)/N, W/(W+m)) = {min(spaced, long_run):.3f} of the "
+        "sliding-log maximum in the long run. HTTP gives Retry-After in whole seconds, so that pause is at least "
+        "1 s: a third of a scaled window here, a thirtieth of the real 30 s one; with the first window's burst it "
+        f"accounts for the rest over {duration:g} s.",
         "- A hot bucket (N sends in the last two windows) spaces its sends at least "
         f"{sliding_log.HOT_STAGGER:g}·W/N apart ({sliding_log.stagger(logs) * 1000:.0f} ms for logs here) so "
         "that a counter's first 429 returns before many more requests leave. That is why the second window of "
