@@ -56,6 +56,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._offered = frozenset(spec.name for spec in self.tool_specs)
         self._callers = callers or ConfiguredCaller(api.token, api.org_id)
         self._compact_tools: list[MCPTool] | None = None
+        self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered), lifespan=_lifespan, log_level=log_level)
         for spec in self.tool_specs:
@@ -68,18 +69,17 @@ class AgentAutomationServer(MCPServer[ServerState]):
                 tool.model_copy(update={"input_schema": compact_schema(tool.input_schema),
                                         "output_schema": compact_schema(tool.output_schema, output=True)})
                 for tool in await super().list_tools()]
+            self._parameters = {tool.name: frozenset(tool.input_schema.get("properties", {}))
+                                for tool in self._compact_tools}
         return self._compact_tools
-
-    async def _parameters(self, name: str) -> frozenset[str]:
-        tool = next(tool for tool in await self.list_tools() if tool.name == name)
-        return frozenset(tool.input_schema.get("properties", {}))
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None) -> CallToolResult | InputRequiredResult:
         if name not in self._offered:
             # The spec's protocol error; a tool outside the toolsets or the read-only ceiling does not exist here.
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
-        accepted = await self._parameters(name)
+        await self.list_tools()  # builds the schemas once, with the parameter names
+        accepted = self._parameters[name]
         if unknown := sorted(set(arguments or {}) - accepted):  # else a misspelt argument is dropped unnoticed
             return error_result(unknown_arguments(name, unknown, accepted))
         try:

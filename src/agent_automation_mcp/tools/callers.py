@@ -70,11 +70,11 @@ class OrganizationCache:
             cached = (time.monotonic() + self._ttl, total, [(org.id, org.name) for org in page.items])
             self._orgs[key] = cached
         _, total, orgs = cached
-        if total == 1:
-            return orgs[0][0]
         if not orgs:
             raise ConfigurationError("this API token sees no organisation",
                                      hint="Check the token, or set AGENT_AUTOMATION_ORG_ID.")
+        if total == 1:
+            return orgs[0][0]
         listed = ", ".join(f"{org_id} ({name})" if name else str(org_id) for org_id, name in orgs)
         more = f" (the first {len(orgs)} listed)" if total > len(orgs) else ""
         raise ConfigurationError(f"this API token sees {total} organisations{more}: {listed}",
