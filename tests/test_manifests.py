@@ -233,6 +233,19 @@ def test_client_config_has_the_clients_shape_a_stdio_launch_and_the_remote_url(f
         assert remote["env"]["AUTH_HEADER"].startswith("Bearer ")
 
 
+def test_client_configs_in_the_readme_have_a_clients_shape_and_launch_the_server() -> None:
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", README, re.S)
+              if '"mcpServers"' in block or '"servers"' in block]
+    assert len(blocks) >= 6
+    for config in blocks:
+        assert any(jsonschema.Draft7Validator(shape).is_valid(config) for shape in CLIENT_SHAPES.values()), config
+        for entry in (config.get("mcpServers") or config["servers"]).values():
+            if "command" in entry:
+                _check_launch(entry["command"], entry.get("args", []))
+            else:
+                assert entry["url"].endswith("/mcp") and entry["headers"]["Authorization"].startswith("Bearer ")
+
+
 def test_vscode_config_asks_for_the_token_instead_of_storing_it() -> None:
     config = _json("clients/vscode-mcp.json")
     inputs = {item["id"]: item for item in config["inputs"]}
