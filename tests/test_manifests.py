@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 import zipfile
 from collections.abc import Callable
@@ -336,7 +337,11 @@ async def test_bundle_lists_the_tools_the_server_lists() -> None:
 def test_bundle_is_the_pinned_pypi_release_with_the_token_sensitive() -> None:
     manifest = _json("mcpb/manifest.json")
     assert (manifest["name"], manifest["version"]) == (PACKAGE, VERSION)
-    assert manifest["server"]["type"] == "uv" and (MCPB / manifest["server"]["entry_point"]).is_file()
+    entry_point = manifest["server"]["entry_point"]
+    assert manifest["server"]["type"] == "uv" and manifest["server"]["mcp_config"]["args"][-1] == entry_point
+    started = subprocess.run([sys.executable, str(MCPB / entry_point), "--version"], capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    assert started.stdout.strip() == f"{SCRIPT} {VERSION}"  # the entry point is the package's command line
     bundle = tomllib.loads((MCPB / "pyproject.toml").read_text())["project"]
     assert bundle["dependencies"] == [f"{PACKAGE}=={VERSION}"] and bundle["version"] == VERSION
     assert bundle["requires-python"] == PYPROJECT["project"]["requires-python"]
