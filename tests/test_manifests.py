@@ -1,0 +1,513 @@
+"""manifests/: every file parsed and validated, and names and versions the same everywhere.
+
+The registry's `server.json` against the vendored 2025-12-11 schema; the MCP Bundle with the `mcpb` CLI
+(when Node.js is here) and its tool list against the server's; the client configurations against the
+shape each client reads and their commands against the CLI's parser; the Dockerfile by reading it (no
+container engine here); the Kubernetes kustomizations rendered by `kubectl kustomize` and every document
+validated, strictly, against one Kubernetes version's schemas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from mcp import Client
+
+from agent_automation_mcp.cli import COMMANDS, build_parser
+from agent_automation_mcp.config import ApiSettings, ServerSettings
+from agent_automation_mcp.server import build_server
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+MANIFESTS: Final = ROOT / "manifests"
+PYPROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PACKAGE: Final[str] = PYPROJECT["project"]["name"]
+VERSION: Final[str] = PYPROJECT["project"]["version"]
+SCRIPT: Final = next(iter(PYPROJECT["project"]["scripts"]))
+
+# The one place the GitHub owner is chosen: every file must say this name.
+OWNER: Final = "agent-automation"
+REGISTRY_NAME: Final = f"io.github.{OWNER}/{PACKAGE}"
+IMAGE: Final = f"ghcr.io/{OWNER}/{PACKAGE}:{VERSION}"
+REMOTE_URL: Final = "https://mcp.example.com/mcp"
+
+SERVER_SCHEMA: Final = Path(__file__).parent / "mcp-server.schema.2025-12-11.json"
+SERVER_SCHEMA_SHA256: Final = "3fba09590c99f61735d234822279f4223fab9e300c0a81e81c91ab62a4114de0"
+KUBERNETES_VERSION: Final = "1.33.0"
+SHUTDOWN_GRACE_SECONDS: Final = 25  # the server's default `--shutdown-grace` (remote mode)
+
+# Settings of the remote mode (issue 13) that manifests already use, before the package reads them.
+REMOTE_MODE_SETTINGS: Final = frozenset({"AGENT_AUTOMATION_AUTH", "AGENT_AUTOMATION_ALLOWED_HOSTS",
+                                         "AGENT_AUTOMATION_ALLOWED_ORIGINS"})
+IN_CI: Final = os.environ.get("CI") == "true"
+
+
+def _missing(tool: str, why: str) -> None:
+    """Skip on a developer's machine; in CI `.ci/run` installs the tool, so its absence is a failure."""
+    reason = f"{tool} is not on this machine ({why}); .ci/run installs it"
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _json(relative: str) -> Any:
+    return json.loads((MANIFESTS / relative).read_text())
+
+
+def _settings_read_by_the_package() -> set[str]:
+    source = "\n".join(path.read_text() for path in (ROOT / "src").rglob("*.py"))
+    return set(re.findall(r"\bAGENT_AUTOMATION_[A-Z_]+\b", source))
+
+
+def _parse_command_line(args: list[str]) -> None:
+    """What `agent-automation-mcp ARGS` would run with, by the CLI's own parser; exits on a bad argument."""
+    argv = args if args and args[0] in COMMANDS else ["serve", *args]
+    try:
+        build_parser(argv[0]).parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"the CLI refuses {argv}")
+
+
+def _check_launch(command: str, args: list[str]) -> None:
+    """A client's stdio command runs our console script (by uvx, pipx, docker or its path) with valid arguments."""
+    if command == "uvx":
+        assert args[0] in (PACKAGE, f"{PACKAGE}=={VERSION}")
+        rest = args[1:]
+    elif command == "pipx":
+        assert args[:2] == ["run", PACKAGE]
+        rest = args[2:]
+    elif command == "docker":
+        assert args[:3] == ["run", "-i", "--rm"] and IMAGE in args
+        rest = args[args.index(IMAGE) + 1:]
+    else:
+        assert Path(command).name == SCRIPT and Path(command).is_absolute(), command
+        rest = args
+    _parse_command_line(rest)
+
+
+# --- the MCP registry's server.json ------------------------------------------------------------------------
+
+def test_the_vendored_registry_schema_is_the_pinned_one() -> None:
+    assert hashlib.sha256(SERVER_SCHEMA.read_bytes()).hexdigest() == SERVER_SCHEMA_SHA256
+
+
+def test_server_json_is_valid_on_the_2025_12_11_schema() -> None:
+    schema = json.loads(SERVER_SCHEMA.read_text())
+    server = _json("server.json")
+    assert server["$schema"] == schema["$id"]
+    jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker()).validate(server)
+    assert server["name"] == REGISTRY_NAME and server["version"] == VERSION
+    assert len(server["description"]) <= 100  # the registry refuses longer ones
+
+
+def test_server_json_packages_are_the_pypi_release_and_the_image() -> None:
+    pypi, oci = _json("server.json")["packages"]
+    assert (pypi["registryType"], pypi["identifier"], pypi["version"]) == ("pypi", PACKAGE, VERSION)
+    assert pypi["runtimeHint"] == "uvx" and pypi["transport"] == {"type": "stdio"}
+    assert (oci["registryType"], oci["identifier"]) == ("oci", IMAGE)
+    oci_args = [arg.get("name", "") + ("=" if arg["type"] == "named" else "") + arg["value"]
+                for arg in oci["packageArguments"]]
+    assert oci_args == ["serve", "--transport=stdio"]
+    _parse_command_line(oci_args)
+    read = _settings_read_by_the_package()
+    for package in (pypi, oci):
+        variables = {variable["name"]: variable for variable in package["environmentVariables"]}
+        assert set(variables) <= read
+        assert variables["AGENT_AUTOMATION_API_TOKEN"]["isSecret"] is True
+        assert [name for name, variable in variables.items() if variable.get("isSecret")] == [
+            "AGENT_AUTOMATION_API_TOKEN"]
+
+
+def test_server_json_remote_is_streamable_http_with_the_token_header_secret() -> None:
+    (remote,) = _json("server.json")["remotes"]
+    assert remote["type"] == "streamable-http" and remote["url"].endswith("/mcp")
+    headers = {header["name"]: header for header in remote["headers"]}
+    assert set(headers) == {"Authorization", "X-Organization-Id"}
+    assert headers["Authorization"]["isSecret"] is True and headers["Authorization"]["value"].startswith("Bearer ")
+    assert "isSecret" not in headers["X-Organization-Id"]
+
+
+# --- the README ---------------------------------------------------------------------------------------------
+
+README: Final = (ROOT / "README.md").read_text()
+
+
+def test_readme_keeps_its_first_two_lines_and_names_the_server_for_the_registry() -> None:
+    assert README.splitlines()[:2] == [
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/agent-automation-mcp demo",
+        "bash .ci/run"]
+    # PyPI ownership proof for the registry: this line in the package's long description.
+    assert re.findall(r"mcp-name: (\S+)", README) == [REGISTRY_NAME]
+
+
+def test_readme_and_manifests_name_one_image_tag_the_package_version() -> None:
+    texts = [README, *(path.read_text(errors="replace") for path in MANIFESTS.rglob("*") if path.is_file())]
+    tags = {tag for text in texts for tag in re.findall(rf"ghcr\.io/[\w-]+/{PACKAGE}:([\w.-]+)", text)}
+    assert tags == {VERSION}
+    owner_of = rf"(?:github\.com/|github\.|ghcr\.io/)([\w-]+)/{PACKAGE}\b"
+    owners = {owner for text in texts for owner in re.findall(owner_of, text)}
+    assert owners == {OWNER}
+
+
+def _claude_code_lines() -> list[list[str]]:
+    joined = README.replace("\\\n", " ")
+    return [shlex.split(line) for line in joined.splitlines() if line.startswith("claude mcp add ")]
+
+
+def test_claude_code_lines_in_the_readme_launch_the_server_or_reach_the_remote_url() -> None:
+    lines = _claude_code_lines()
+    stdio = [words for words in lines if "--" in words]
+    remote = [words for words in lines if "--" not in words]
+    assert len(stdio) >= 4 and len(remote) >= 1
+    for words in stdio:
+        command, *args = words[words.index("--") + 1:]
+        _check_launch(command, args)
+    for words in remote:
+        assert words[words.index("--transport") + 1] == "http"
+        assert any(word.endswith("/mcp") for word in words)
+    assert any(REMOTE_URL in words and "Authorization: Bearer your-codegen-token" in words for words in remote)
+
+
+# --- client configurations ----------------------------------------------------------------------------------
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_STDIO = {"type": "object", "required": ["command"], "additionalProperties": False,
+          "properties": {"command": {"type": "string"}, "args": _STRINGS, "env": _STRING_MAP}}
+_URL = {"type": "object", "required": ["url"], "additionalProperties": False,
+        "properties": {"url": {"type": "string", "format": "uri"}, "headers": _STRING_MAP}}
+
+
+def _servers_of(key: str, entry: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": [key, *more], "additionalProperties": False,
+            "properties": {key: {"type": "object", "minProperties": 1, "additionalProperties": entry}, **more}}
+
+
+def _typed(entry: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {**entry, "required": ["type", *entry["required"]],
+            "properties": {**entry["properties"], "type": {"const": kind}}}
+
+
+_PROMPT = {"type": "object", "required": ["type", "id", "description"], "additionalProperties": False,
+           "properties": {"type": {"const": "promptString"}, "id": {"type": "string"},
+                          "description": {"type": "string"}, "password": {"type": "boolean"}}}
+
+# What each client reads: Claude Desktop stdio servers only; Cursor stdio or a URL; VS Code typed entries and inputs.
+CLIENT_SHAPES: Final = {
+    "claude_desktop_config.json": _servers_of("mcpServers", _STDIO),
+    "cursor-mcp.json": _servers_of("mcpServers", {"oneOf": [_STDIO, _URL]}),
+    "vscode-mcp.json": _servers_of("servers", {"oneOf": [_typed(_STDIO, "stdio"), _typed(_URL, "http")]},
+                                   inputs={"type": "array", "items": _PROMPT}),
+}
+
+
+@pytest.mark.parametrize("file", sorted(CLIENT_SHAPES))
+def test_client_config_has_the_clients_shape_a_stdio_launch_and_the_remote_url(file: str) -> None:
+    config = _json(f"clients/{file}")
+    jsonschema.Draft7Validator(CLIENT_SHAPES[file], format_checker=jsonschema.FormatChecker()).validate(config)
+    entries = config.get("mcpServers") or config["servers"]
+    (launch,) = [entry for entry in entries.values() if entry.get("command") not in (None, "npx")]
+    _check_launch(launch["command"], launch.get("args", []))
+    assert set(launch["env"]) <= _settings_read_by_the_package() and "AGENT_AUTOMATION_API_TOKEN" in launch["env"]
+    (remote,) = [entry for entry in entries.values() if entry is not launch]
+    if "url" in remote:
+        assert remote["url"] == REMOTE_URL and remote["headers"]["Authorization"].startswith("Bearer ${")
+    else:  # Claude Desktop's file holds stdio servers only: mcp-remote carries the URL and the header
+        args = remote["args"]
+        assert args[:2] == ["-y", "mcp-remote@0.15.1"] and REMOTE_URL in args
+        assert args[args.index("--header") + 1] == "Authorization:${AUTH_HEADER}"
+        assert remote["env"]["AUTH_HEADER"].startswith("Bearer ")
+
+
+def test_client_configs_in_the_readme_have_a_clients_shape_and_launch_the_server() -> None:
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", README, re.S)
+              if '"mcpServers"' in block or '"servers"' in block]
+    assert len(blocks) >= 6
+    for config in blocks:
+        assert any(jsonschema.Draft7Validator(shape).is_valid(config) for shape in CLIENT_SHAPES.values()), config
+        for entry in (config.get("mcpServers") or config["servers"]).values():
+            if "command" in entry:
+                _check_launch(entry["command"], entry.get("args", []))
+            else:
+                assert entry["url"].endswith("/mcp") and entry["headers"]["Authorization"].startswith("Bearer ")
+
+
+def test_vscode_config_asks_for_the_token_instead_of_storing_it() -> None:
+    config = _json("clients/vscode-mcp.json")
+    inputs = {item["id"]: item for item in config["inputs"]}
+    text = json.dumps(config["servers"])
+    used = set(re.findall(r"\$\{input:([\w-]+)\}", text))
+    assert used == set(inputs) and all(inputs[name].get("password") is True for name in used)
+    (token_input,) = used
+    token = f"${{input:{token_input}}}"
+    assert config["servers"]["agent-automation"]["env"]["AGENT_AUTOMATION_API_TOKEN"] == token
+    assert config["servers"]["agent-automation-remote"]["headers"]["Authorization"] == f"Bearer {token}"
+
+
+# --- the Dockerfile -----------------------------------------------------------------------------------------
+
+def _dockerfile() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's instructions, stage by stage, as (INSTRUCTION, arguments) with continuations joined."""
+    text = re.sub(r"\\\n\s*", " ", (MANIFESTS / "Dockerfile").read_text())
+    stages: list[list[tuple[str, str]]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        instruction, _, arguments = line.strip().partition(" ")
+        if instruction.upper() == "FROM":
+            stages.append([])
+        stages[-1].append((instruction.upper(), arguments.strip()))
+    return stages
+
+
+def _only(stage: list[tuple[str, str]], instruction: str) -> str:
+    (arguments,) = [args for name, args in stage if name == instruction]
+    return arguments
+
+
+def test_dockerfile_builds_in_one_stage_and_runs_slim_and_unprivileged_in_another() -> None:
+    build, runtime = _dockerfile()
+    assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)? AS build", _only(build, "FROM"))
+    assert _only(runtime, "FROM") == _only(build, "FROM").replace("AS build", "AS runtime")  # same Python
+    assert [args for name, args in build if name == "COPY"] == ["pyproject.toml README.md ./", "src ./src"]
+    assert [args for name, args in runtime if name == "COPY"] == ["--from=build /opt/venv /opt/venv"]
+    runs = " ".join(args for name, args in runtime if name == "RUN")
+    assert not re.search(r"pip |apt-get|apk |gcc|build-essential", runs)  # no build tools in the image
+    user = _only(runtime, "USER")
+    assert re.fullmatch(r"[1-9]\d*:[1-9]\d*", user)  # numeric, so Kubernetes can check runAsNonRoot
+    assert json.loads(_only(runtime, "ENTRYPOINT")) == [SCRIPT]
+    cmd = json.loads(_only(runtime, "CMD"))
+    assert cmd[:5] == ["serve", "--transport", "http", "--host", "0.0.0.0"]
+    _parse_command_line(cmd)
+    assert _only(runtime, "EXPOSE") == cmd[cmd.index("--port") + 1]
+    healthcheck = _only(runtime, "HEALTHCHECK")
+    assert f"http://127.0.0.1:{cmd[cmd.index('--port') + 1]}/healthz" in healthcheck and "curl" not in healthcheck
+
+
+def test_dockerfile_labels_the_registry_name_and_version() -> None:
+    labels = dict(re.findall(r'([\w.]+)="([^"]*)"', _only(_dockerfile()[1], "LABEL")))
+    assert labels["io.modelcontextprotocol.server.name"] == REGISTRY_NAME
+    assert labels["org.opencontainers.image.version"] == VERSION
+
+
+def test_dockerignore_sends_only_what_the_build_copies() -> None:
+    lines = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[0] == "*"  # everything out, then back in only what the Dockerfile copies
+    kept = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    copied = {source for name, args in _dockerfile()[0] if name == "COPY" for source in args.split()[:-1]}
+    assert kept == copied == {"pyproject.toml", "README.md", "src"}
+
+
+# --- the MCP Bundle -----------------------------------------------------------------------------------------
+
+MCPB: Final = MANIFESTS / "mcpb"
+MCPB_CLI_VERSION: Final = re.search(r"^MCPB_VERSION=(\S+)", (MCPB / "build.sh").read_text(), re.M).group(1)  # type: ignore[union-attr]
+
+
+def _first_sentence(description: str) -> str:
+    paragraph = " ".join(description.split("\n\n")[0].split())
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z])", paragraph)[0]
+
+
+@pytest.mark.anyio
+async def test_bundle_lists_the_tools_the_server_lists() -> None:
+    manifest = _json("mcpb/manifest.json")
+    env = {name: "" for name in manifest["server"]["mcp_config"]["env"]}  # user_config left empty: defaults
+    async with Client(build_server(ApiSettings.from_env(env), ServerSettings.from_env(env))) as client:
+        listed = (await client.list_tools()).tools
+    assert manifest["tools"] == [{"name": tool.name, "description": _first_sentence(tool.description or "")}
+                                 for tool in listed]
+
+
+def test_bundle_is_the_pinned_pypi_release_with_the_token_sensitive() -> None:
+    manifest = _json("mcpb/manifest.json")
+    assert (manifest["name"], manifest["version"]) == (PACKAGE, VERSION)
+    entry_point = manifest["server"]["entry_point"]
+    assert manifest["server"]["type"] == "uv" and manifest["server"]["mcp_config"]["args"][-1] == entry_point
+    started = subprocess.run([sys.executable, str(MCPB / entry_point), "--version"], capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    assert started.stdout.strip() == f"{SCRIPT} {VERSION}"  # the entry point is the package's command line
+    bundle = tomllib.loads((MCPB / "pyproject.toml").read_text())["project"]
+    assert bundle["dependencies"] == [f"{PACKAGE}=={VERSION}"] and bundle["version"] == VERSION
+    assert bundle["requires-python"] == PYPROJECT["project"]["requires-python"]
+    config = manifest["server"]["mcp_config"]
+    assert set(config["env"]) <= _settings_read_by_the_package()
+    used = set(re.findall(r"\$\{user_config\.(\w+)\}", json.dumps(config)))
+    assert used == set(manifest["user_config"])
+    assert config["env"]["AGENT_AUTOMATION_API_TOKEN"] == "${user_config.api_token}"
+    assert manifest["user_config"]["api_token"]["sensitive"] is True
+    assert [key for key, option in manifest["user_config"].items() if option.get("sensitive")] == ["api_token"]
+
+
+def _mcpb(*args: str, cwd: Path = MCPB) -> subprocess.CompletedProcess[str]:
+    """The pinned mcpb CLI, from npm's cache only (tests reach nothing beyond loopback; .ci/run fills the cache)."""
+    if shutil.which("npx") is None:
+        _missing("npx", "Node.js: mcpb validate and mcpb pack were not run")
+    env = {**os.environ, "npm_config_offline": "true", "npm_config_update_notifier": "false"}
+    return subprocess.run(["npx", "--yes", f"@anthropic-ai/mcpb@{MCPB_CLI_VERSION}", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def mcpb_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    if _mcpb("--version").returncode != 0:
+        _missing(f"@anthropic-ai/mcpb@{MCPB_CLI_VERSION} in npm's cache", "mcpb validate and mcpb pack were not run")
+    return _mcpb
+
+
+def test_mcpb_validate_accepts_the_manifest(mcpb_cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    done = mcpb_cli("validate", "manifest.json")
+    assert done.returncode == 0 and "Manifest schema validation passes!" in done.stdout, done.stdout + done.stderr
+
+
+def test_mcpb_validate_refuses_a_broken_manifest(mcpb_cli: Callable[..., subprocess.CompletedProcess[str]],
+                                                tmp_path: Path) -> None:
+    """So that the test above could fail: a manifest without its server is refused."""
+    broken = {key: value for key, value in _json("mcpb/manifest.json").items() if key != "server"}
+    (tmp_path / "manifest.json").write_text(json.dumps(broken))
+    assert mcpb_cli("validate", "manifest.json", cwd=tmp_path).returncode != 0
+
+
+def test_build_script_packs_the_bundle(mcpb_cli: Callable[..., subprocess.CompletedProcess[str]],
+                                       tmp_path: Path) -> None:
+    env = {**os.environ, "npm_config_offline": "true"}
+    done = subprocess.run([str(MCPB / "build.sh"), str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with zipfile.ZipFile(tmp_path / f"{PACKAGE}-{VERSION}.mcpb") as bundle:
+        assert sorted(bundle.namelist()) == ["manifest.json", "pyproject.toml", "server/main.py"]
+        assert json.loads(bundle.read("manifest.json")) == _json("mcpb/manifest.json")
+
+
+# --- Kubernetes ---------------------------------------------------------------------------------------------
+
+def _kustomize(folder: str) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        _missing("kubectl", "Debian: apt-get install kubernetes-client; the kustomizations were not rendered")
+    done = subprocess.run([kubectl, "kustomize", str(MANIFESTS / "kubernetes" / folder)], capture_output=True,
+                          text=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
+    return [document for document in yaml.safe_load_all(done.stdout) if document]
+
+
+@pytest.fixture(scope="module")
+def base() -> dict[str, dict[str, Any]]:
+    return {document["kind"]: document for document in _kustomize("base")}
+
+
+@pytest.fixture(scope="module")
+def redis() -> list[dict[str, Any]]:
+    return _kustomize("redis")
+
+
+def test_every_rendered_document_is_valid_kubernetes(base: dict[str, dict[str, Any]],
+                                                     redis: list[dict[str, Any]]) -> None:
+    assert sorted(base) == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy",
+                            "PodDisruptionBudget", "Service"]
+    assert sorted(document["kind"] for document in redis) == ["Deployment", "NetworkPolicy", "Secret", "Service"]
+    for document in [*base.values(), *redis]:
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+
+
+def test_strict_validation_refuses_a_misspelt_field(base: dict[str, dict[str, Any]]) -> None:
+    """So that the test above could fail: strict validation catches a field Kubernetes would ignore."""
+    spec = dict(base["Deployment"]["spec"], replica=3)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate({**base["Deployment"], "spec": spec}, KUBERNETES_VERSION, strict=True)
+
+
+def _container(deployment: dict[str, Any]) -> dict[str, Any]:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str, dict[str, Any]]) -> None:
+    deployment = base["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    container = _container(deployment)
+    assert deployment["spec"]["replicas"] == 3 and container["image"] == IMAGE
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    user = _only(_dockerfile()[1], "USER")
+    assert f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}" == user
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    assert set(container["resources"]) == {"requests", "limits"}
+    assert all(set(container["resources"][kind]) == {"cpu", "memory"} for kind in ("requests", "limits"))
+    assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} >= {"kubernetes.io/hostname"}
+
+
+def test_deployment_serves_http_as_the_image_does_with_its_probes_and_a_long_enough_grace(
+        base: dict[str, dict[str, Any]]) -> None:
+    container = _container(base["Deployment"])
+    args = container["args"]
+    assert args == json.loads(_only(_dockerfile()[1], "CMD"))
+    _parse_command_line(args)
+    (port,) = container["ports"]
+    assert port["containerPort"] == int(args[args.index("--port") + 1])
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+    pause = container["lifecycle"]["preStop"]["exec"]["command"]
+    pause_seconds = float(re.search(r"sleep\((\d+)\)", pause[-1]).group(1))  # type: ignore[union-attr]
+    grace = base["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > pause_seconds + SHUTDOWN_GRACE_SECONDS
+
+
+def test_settings_come_from_the_configmap_and_redis_from_a_secret(base: dict[str, dict[str, Any]],
+                                                                  redis: list[dict[str, Any]]) -> None:
+    container = _container(base["Deployment"])
+    config = base["ConfigMap"]["data"]
+    assert container["envFrom"] == [{"configMapRef": {"name": base["ConfigMap"]["metadata"]["name"]}}]
+    assert set(config) <= _settings_read_by_the_package() | REMOTE_MODE_SETTINGS
+    ApiSettings.from_env(config)  # the package accepts every value
+    ServerSettings.from_env(config)
+    assert config["AGENT_AUTOMATION_AUTH"] == "request"
+    assert "mcp.example.com" in config["AGENT_AUTOMATION_ALLOWED_HOSTS"].split(",")
+    (redis_url,) = container["env"]
+    assert redis_url["name"] == "AGENT_AUTOMATION_REDIS_URL"
+    reference = redis_url["valueFrom"]["secretKeyRef"]
+    (secret,) = [document for document in redis if document["kind"] == "Secret"]
+    assert reference == {"name": secret["metadata"]["name"], "key": "url"}
+    assert ApiSettings.from_env({"AGENT_AUTOMATION_REDIS_URL": secret["stringData"]["url"]}).redis_url
+    (redis_service,) = [document for document in redis if document["kind"] == "Service"]
+    assert secret["stringData"]["url"].startswith(f"redis://{redis_service['metadata']['name']}:6379/")
+
+
+def test_service_autoscaler_and_budget_select_the_deployment(base: dict[str, dict[str, Any]]) -> None:
+    deployment = base["Deployment"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert base["Service"]["spec"]["selector"] == labels
+    assert base["Service"]["spec"]["ports"][0]["targetPort"] == _container(deployment)["ports"][0]["name"]
+    assert base["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == labels
+    hpa = base["HorizontalPodAutoscaler"]["spec"]
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                     "name": deployment["metadata"]["name"]}
+    assert hpa["minReplicas"] == deployment["spec"]["replicas"]
+    # With Redis unreachable each replica paces at 1/AGENT_AUTOMATION_MAX_REPLICAS: never more replicas than that.
+    assert hpa["maxReplicas"] == int(base["ConfigMap"]["data"]["AGENT_AUTOMATION_MAX_REPLICAS"])
+
+
+def test_network_policy_lets_in_the_mcp_port_only_and_out_dns_redis_and_https(
+        base: dict[str, dict[str, Any]]) -> None:
+    policy = base["NetworkPolicy"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == base["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]
+    (ingress,) = policy["ingress"]
+    assert ingress["ports"] == [{"port": _container(base["Deployment"])["ports"][0]["containerPort"],
+                                 "protocol": "TCP"}]
+    egress = {(port["port"], port["protocol"]) for rule in policy["egress"] for port in rule["ports"]}
+    assert egress == {(53, "UDP"), (53, "TCP"), (6379, "TCP"), (6380, "TCP"), (443, "TCP")}
