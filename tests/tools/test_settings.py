@@ -42,5 +42,5 @@ def test_read_only_takes_clear_words(value: str, read_only: bool) -> None:
 @pytest.mark.parametrize("value", ["y", "enabled", "tru", "2"])
 def test_a_read_only_value_that_is_neither_true_nor_false_refuses_to_start(value: str) -> None:
     """Fails closed: an unknown word must not leave every write tool on offer without a word."""
-    with pytest.raises(ValueError, match=rf"AGENT_AUTOMATION_READ_ONLY must be one of 1, true, yes, on .* got '{value}'"):
+    with pytest.raises(ValueError, match=rf"AGENT_AUTOMATION_READ_ONLY must be one of 1, true, yes, on .*'{value}'"):
         ServerSettings.from_env({"AGENT_AUTOMATION_READ_ONLY": value})
