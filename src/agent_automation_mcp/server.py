@@ -65,8 +65,8 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
-                         instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan, log_level=log_level,
-                         subscriptions=False)  # the tool list never changes while the server runs
+                         instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
+                         log_level=log_level, subscriptions=False)  # the tool list never changes while the server runs
         # Capabilities follow the handlers registered; this server has no resources or prompts, so it does not
         # answer (or advertise) their methods. The SDK has no public way to leave them out.
         handlers = self._lowlevel_server._request_handlers

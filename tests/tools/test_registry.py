@@ -179,7 +179,8 @@ def test_every_instructions_variant_reads_right_alone() -> None:
     for count in range(len(TOOLSETS) + 1):
         for toolsets in itertools.combinations(TOOLSETS, count):
             for read_only in (False, True):
-                offered = frozenset(s.name for s in select_tools(ServerSettings(toolsets=toolsets, read_only=read_only)))
+                settings = ServerSettings(toolsets=toolsets, read_only=read_only)
+                offered = frozenset(spec.name for spec in select_tools(settings))
                 text = instructions(offered, read_only)
                 assert not re.search(r"\b(it|its|one|them|they)\b", text, re.IGNORECASE), text
                 assert set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text)) & names <= offered, text
