@@ -203,7 +203,8 @@ async def test_unreachable_service() -> None:
     assert failed.value.kind == "connection"
 
 
-async def test_logs_path_falls_back_to_alpha_once_and_remembers() -> None:
+async def test_logs_go_to_the_alpha_path_first_with_no_wasted_request() -> None:
+    """Like the real service: only the alpha path exists, and no request probes the contract's path."""
     with SandboxServer(SandboxConfig(seed=2, logs_paths="alpha")) as sandbox:
         async with ApiTransport(settings_for(sandbox)) as transport:
             client = _client(transport, sandbox)
@@ -211,17 +212,28 @@ async def test_logs_path_falls_back_to_alpha_once_and_remembers() -> None:
             await client.get_agent_run_logs(run_id, limit=5)
             await client.get_agent_run_logs(run_id, limit=5, skip=5)
         paths = [r["path"] for r in requests_log(sandbox) if "/logs" in r["path"]]
-        assert paths[0].startswith("/v1/organizations/") and all(p.startswith("/v1/alpha/") for p in paths[1:])
-        assert len(paths) == 3  # one probe, then the alpha path directly
+        assert len(paths) == 2 and all(p.startswith("/v1/alpha/") for p in paths)
 
 
-async def test_a_missing_run_on_the_contract_path_is_not_a_missing_route(sandbox: SandboxServer) -> None:
+async def test_logs_path_falls_back_to_the_contracts_once_and_remembers() -> None:
+    with SandboxServer(SandboxConfig(seed=2, logs_paths="contract")) as sandbox:
+        async with ApiTransport(settings_for(sandbox)) as transport:
+            client = _client(transport, sandbox)
+            run_id = (await client.list_agent_runs(limit=1)).items[0].id
+            await client.get_agent_run_logs(run_id, limit=5)
+            await client.get_agent_run_logs(run_id, limit=5, skip=5)
+        paths = [r["path"] for r in requests_log(sandbox) if "/logs" in r["path"]]
+        assert paths[0].startswith("/v1/alpha/") and all(p.startswith("/v1/organizations/") for p in paths[1:])
+        assert len(paths) == 3  # one probe, then the contract's path directly
+
+
+async def test_a_missing_run_on_the_alpha_path_is_not_a_missing_route(sandbox: SandboxServer) -> None:
     mark = len(requests_log(sandbox))
     async with ApiTransport(settings_for(sandbox)) as transport:
         with pytest.raises(e.NotFoundError):
             await _client(transport, sandbox).get_agent_run_logs(987654321)
     paths = [r["path"] for r in requests_log(sandbox)[mark:] if "/logs" in r["path"]]
-    assert paths == [f"/v1/organizations/{sandbox.org_id}/agent/run/987654321/logs"]
+    assert paths == [f"/v1/alpha/organizations/{sandbox.org_id}/agent/run/987654321/logs"]
 
 
 @pytest.mark.parametrize(("entries", "pages"), [(250, [100, 100, 50]), (200, [100, 100]), (0, [0])])
