@@ -17,7 +17,7 @@ from ..api.models import MESSAGE_TYPES, LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, ok, trim_text
+from .results import Output, PageLimit, PageSkip, Timestamp, ok, trim_text
 
 toolset = Toolset("logs")
 
@@ -29,7 +29,7 @@ MessageType = Literal[MESSAGE_TYPES]  # type: ignore[valid-type]
 
 
 class TraceEntry(Output):
-    created_at: str | None = None
+    created_at: Timestamp = None
     message_type: str | None = None
     thought: str | None = None
     tool_name: str | None = None

@@ -10,7 +10,7 @@ from mcp.types import CallToolResult
 from ..api.params import Provider
 from .callers import client_for
 from .registry import Toolset
-from .results import Output, ok
+from .results import Output, Timestamp, ok
 
 toolset = Toolset("oauth")
 
@@ -20,7 +20,7 @@ class OAuthConnection(Output):
     is_active: bool | None = None
     id: int | str | None = None
     scopes: list[str] | None = None
-    created_at: str | None = None
+    created_at: Timestamp = None
 
 
 class OAuthStatus(Output):

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any, Self
 
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..api.params import Limit, Skip
 
 # The client's bounds, with descriptions short enough for every paged tool's schema.
 PageSkip = Annotated[Skip, Field(description="Items to skip; next_skip of the previous page.")]
 PageLimit = Annotated[Limit, Field(description="Page size.")]
+
+
+def _with_offset(value: Any) -> Any:
+    """The service sends some timestamps without a zone (`2025-06-21 11:20:04.338398`); they are UTC, so they are
+    returned in ISO 8601 with the offset said (`2025-06-21T11:20:04.338398+00:00`). Anything unreadable is kept."""
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return value
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+
+
+Timestamp = Annotated[str | None, BeforeValidator(_with_offset)]
 
 
 class Output(BaseModel):

@@ -15,7 +15,7 @@ from ..api.models import AgentRun, LogPage
 from ..api.params import NOT_BOOL, AgentType, Id, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, next_skip, ok, trim_text
+from .results import Output, PageLimit, PageSkip, Timestamp, next_skip, ok, trim_text
 
 toolset = Toolset("runs")
 
@@ -39,7 +39,7 @@ class Run(Output):
     status: str | None = None
     is_terminal: bool
     web_url: str
-    created_at: str | None = None
+    created_at: Timestamp = None
     result: str | None = None
     summary: str | None = None
     pull_requests: list[PullRequestRef] = Field(default_factory=list)
