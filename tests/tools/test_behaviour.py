@@ -142,3 +142,18 @@ async def test_pull_requests_of_runs_carry_the_id_edit_pull_request_takes() -> N
         pr_id = run["pull_requests"][0]["id"]
         edited = await client.call_tool("edit_pull_request", {"pr_id": pr_id, "state": "draft"})
     assert not edited.is_error and edited.structured_content["state"] == "draft"
+
+
+@pytest.mark.anyio
+async def test_message_types_take_any_short_identifier_in_any_case() -> None:
+    """The service's message type is an open string: a type newer than the documented 13 is a filter, not an error."""
+    async with connected() as (client, _):
+        errors = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "message_types": ["error"],
+                                                                "all_pages": True})
+        newer = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN,
+                                                               "message_types": ["TOOL_APPROVAL_2027"]})
+        junk = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "message_types": ["a b"]})
+    kinds = {entry["message_type"] for entry in errors.structured_content["entries"]}
+    assert kinds == {"ERROR"}
+    assert not newer.is_error and newer.structured_content["entries"] == []
+    assert junk.is_error and junk.structured_content["error"]["kind"] == "invalid_arguments"
