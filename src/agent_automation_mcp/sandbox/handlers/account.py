@@ -25,8 +25,8 @@ def get_oauth_token_status(call: Call) -> Any:
 
 def revoke_oauth_tokens(call: Call) -> Any:
     query: RevokeQuery = call.query
-    tokens = _tokens(call, query.org_id, query.provider)
-    for token in tokens:
+    tokens = [token for token in _tokens(call, query.org_id, query.provider) if token.is_active]
+    for token in tokens:  # counted: the ones this call revoked, not those revoked before
         token.is_active = False
     return {"message": f"Revoked {len(tokens)} {query.provider} token(s)", "provider": query.provider,
             "org_id": query.org_id, "revoked": len(tokens)}
