@@ -45,3 +45,14 @@ async def test_an_unknown_provider_is_refused_with_the_known_ones_and_nothing_is
     assert result.is_error and error["kind"] == "invalid_arguments" and not revokes
     assert error["details"]["providers"] == ["github", "linear", "slack"]
     assert "known providers: github, linear, slack" in error["message"]
+
+
+@pytest.mark.anyio
+async def test_test_webhook_reports_what_the_service_reports() -> None:
+    async with connected(toolsets=("webhooks",)) as (client, _):
+        answered = await client.call_tool("test_webhook", {"url": "https://example.com/hooks"})
+        failed = await client.call_tool("test_webhook", {"url": "https://hooks.example.invalid/runs"})
+    assert answered.structured_content["delivered"] is True and "succeeded" in answered.content[0].text
+    assert failed.structured_content["delivered"] is False and "failed" in failed.content[0].text
+    assert failed.structured_content["response"]["success"] is False
+    assert "example" not in answered.content[0].text + failed.content[0].text  # the URL stays out of the prose

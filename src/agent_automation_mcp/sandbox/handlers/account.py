@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..call import Call, Endpoint
 from ..inputs import OrgQuery, RevokeQuery, WebhookConfigRequest, WebhookTestRequest
@@ -63,6 +64,8 @@ def test_webhook(call: Call) -> Any:
     url = _url(call)
     call.state.webhook_tests.append({"time": call.wall, "organization_id": call.org.id, "url": url,
                                      "user_id": call.user.id})
+    if (urlsplit(url).hostname or "").endswith(".invalid"):  # RFC 2606: never resolves, so never answers
+        return {"success": False, "message": "Could not connect to the webhook URL", "url": url}
     return {"success": True, "message": "Test event recorded (the sandbox sends no network traffic)", "url": url}
 
 
