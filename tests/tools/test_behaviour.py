@@ -157,3 +157,22 @@ async def test_message_types_take_any_short_identifier_in_any_case() -> None:
     assert kinds == {"ERROR"}
     assert not newer.is_error and newer.structured_content["entries"] == []
     assert junk.is_error and junk.structured_content["error"]["kind"] == "invalid_arguments"
+
+
+PNG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9aw"
+       "AAAABJRU5ErkJggg==")
+
+
+@pytest.mark.anyio
+async def test_a_run_is_created_with_the_services_metadata_and_images() -> None:
+    async with connected() as (client, sandbox):
+        created = await client.call_tool("create_agent_run", {"prompt": "Look at this", "repo_id": REPO_ID,
+                                                              "metadata": {"ticket": "ENG-7", "priority": 2},
+                                                              "images": [PNG]})
+        too_big = await client.call_tool("create_agent_run", {"prompt": "x", "metadata": {"k": "v" * 5000}})
+        not_an_image = await client.call_tool("create_agent_run", {"prompt": "x", "images": ["https://x/y.png"]})
+        run = sandbox.state.world.runs[created.structured_content["id"]]
+    assert run.metadata == {"ticket": "ENG-7", "priority": 2} and run.images == [PNG]
+    for refused in (too_big, not_an_image):
+        assert refused.is_error and refused.structured_content["error"]["kind"] == "invalid_arguments"
+    assert len([r for r in sandbox.request_log if r.operation == "create_agent_run"]) == 1

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from ..api.errors import ApiError
 from ..api.models import AgentRun, LogPage
-from ..api.params import NOT_BOOL, AgentType, Id, Prompt, SourceType
+from ..api.params import MAX_METADATA_CHARS, NOT_BOOL, AgentType, Id, Images, Metadata, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
 from .results import Output, PageLimit, PageSkip, Timestamp, next_skip, ok, trim_text
@@ -82,12 +82,17 @@ async def create_agent_run(
     repo_id: Annotated[Id | None, Field(description="Repository to work on; see list_repositories.")] = None,
     model: Model | None = None,
     agent_type: Annotated[AgentType | None, Field(description="Omit for the organisation's default.")] = None,
+    metadata: Annotated[Metadata | None, Field(
+        description=f"JSON kept with the run, e.g. a ticket id (up to 20 keys, {MAX_METADATA_CHARS} chars).")] = None,
+    images: Annotated[Images | None, Field(description="Up to 4 images as data:image/...;base64 URIs.")] = None,
 ) -> Annotated[CallToolResult, Run]:
     """Start an AI coding agent on a task (optionally on one repository). It runs for minutes: follow it
     with get_agent_run (wait_seconds) and read its steps with get_agent_run_logs. Returns the run with its
     id, status and web_url. Each call starts a new run (limit: 10 per minute)."""
     client = await client_for(ctx)
-    run = Run.of(await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type), _max_chars(ctx))
+    created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
+                                            images=images)
+    run = Run.of(created, _max_chars(ctx))
     return ok(run, f"Started run {run.id} ({run.status}): {run.web_url}")
 
 
