@@ -12,7 +12,7 @@ from sandboxed import LONG_RUN, REPO_ID, connected
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig
-from agent_automation_mcp.tools import logs
+from agent_automation_mcp.tools import logs, runs
 
 
 @pytest.mark.anyio
@@ -176,3 +176,31 @@ async def test_a_run_is_created_with_the_services_metadata_and_images() -> None:
     for refused in (too_big, not_an_image):
         assert refused.is_error and refused.structured_content["error"]["kind"] == "invalid_arguments"
     assert len([r for r in sandbox.request_log if r.operation == "create_agent_run"]) == 1
+
+
+@pytest.mark.anyio
+async def test_runs_filtered_by_status_here_page_on_within_a_bound_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service has no status filter: pages are read until the count, the end or the bound (newest first, the
+    sandbox's seeded runs are 409..401; only 404 ended in ERROR)."""
+    async with connected() as (client, _):
+        failed = (await client.call_tool("list_agent_runs", {"statuses": ["error", "FAILED"], "limit": 5}))
+        monkeypatch.setattr(runs, "FILTER_PAGE_SIZE", 2)
+        monkeypatch.setattr(runs, "MAX_SCANNED_RUNS", 4)
+        bounded = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1})).structured_content
+        onwards = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1,
+                                                              "skip": bounded["next_skip"]})).structured_content
+    assert [run["id"] for run in failed.structured_content["runs"]] == [404]
+    assert failed.structured_content["next_skip"] is None and "1 runs in 2 statuses" in failed.content[0].text
+    assert bounded["runs"] == [] and bounded["next_skip"] == 4 and "read 4 runs" in bounded["note"]
+    assert [run["id"] for run in onwards["runs"]] == [404] and onwards["next_skip"] == 6
+
+
+@pytest.mark.anyio
+async def test_a_run_list_stays_within_its_character_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs, "MAX_RESULT_CHARS", 1500)
+    async with connected() as (client, _):
+        first = (await client.call_tool("list_agent_runs", {"limit": 9})).structured_content
+        rest = (await client.call_tool("list_agent_runs", {"skip": first["next_skip"]})).structured_content
+    size = sum(len(json.dumps(run, separators=(",", ":"))) for run in first["runs"])
+    assert 0 < len(first["runs"]) < 9 and size <= 1500 and "characters" in first["note"]
+    assert first["next_skip"] == len(first["runs"]) and rest["runs"][0]["id"] == 409 - len(first["runs"])

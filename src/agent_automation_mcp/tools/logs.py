@@ -17,13 +17,12 @@ from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, Timestamp, ok, trim_text
+from .results import MAX_RESULT_CHARS, Output, PageLimit, PageSkip, Timestamp, ok, trim_text
 
 toolset = Toolset("logs")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries
-MAX_RESULT_CHARS: Final = 60_000  # and about this much JSON (~15k tokens), so one call cannot flood a context
 
 # The service's message type is an open string (13 are documented, more may come): any short identifier is taken.
 MessageType = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]

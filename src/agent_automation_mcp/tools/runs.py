@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Annotated, Final
 
 import anyio
@@ -15,7 +16,7 @@ from ..api.models import AgentRun, LogPage
 from ..api.params import MAX_METADATA_CHARS, NOT_BOOL, AgentType, Id, Images, Metadata, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, Timestamp, next_skip, ok, trim_text
+from .results import MAX_RESULT_CHARS, Output, PageLimit, PageSkip, Timestamp, next_skip, ok, trim_text
 
 toolset = Toolset("runs")
 
@@ -27,6 +28,9 @@ POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
                                    description="Wait up to this many seconds for the run to finish (0-50)."), NOT_BOOL]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
+Status = Annotated[str, Field(pattern=r"^[A-Za-z_]{1,40}$")]  # the service's status is an open string
+MAX_SCANNED_RUNS: Final = 500  # the service has no status filter: ours reads at most this many runs per call
+FILTER_PAGE_SIZE: Final = 100  # in pages this large
 
 
 class PullRequestRef(Output):
@@ -68,8 +72,9 @@ class WaitedRun(Run):
 
 class RunList(Output):
     runs: list[Run]
-    total: int | None = None
+    total: int | None = None  # of the service's list (before a status filter)
     next_skip: int | None = None
+    note: str | None = None
 
 
 def _max_chars(ctx: Context) -> int:
@@ -128,15 +133,76 @@ async def list_agent_runs(
     ctx: Context, skip: PageSkip = 0, limit: PageLimit = 20,
     user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
     source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
+    statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
+        "Only runs in these statuses, any case; failed runs: [\"ERROR\",\"FAILED\"]. Filtered here, "
+        f"over at most {MAX_SCANNED_RUNS} runs per call."))] = None,
 ) -> Annotated[CallToolResult, RunList]:
-    """List the organisation's agent runs, newest first, optionally only one user's or one source's.
-    Returns runs with status and web_url, the total and next_skip for the next page."""
+    """List the organisation's agent runs, newest first, optionally only one user's, one source's or some
+    statuses'. Returns runs with status, pull requests and web_url, the total and next_skip for the next page."""
     client = await client_for(ctx)
-    page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=skip, limit=limit)
-    out = RunList(runs=[Run.of(r, _max_chars(ctx)) for r in page.items], total=page.total,
-                  next_skip=next_skip(skip, len(page.items), limit, page.total))
-    return ok(out, f"{len(out.runs)} runs (of {out.total if out.total is not None else 'unknown'} in total)"
-                   f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}")
+    wanted = {status.upper() for status in statuses or ()}
+    taken = RunsTaken(_max_chars(ctx), limit, wanted)
+    position: int | None = skip
+    page_size = FILTER_PAGE_SIZE if wanted else limit
+    while position is not None:
+        try:
+            page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=position,
+                                                limit=page_size)
+        except ApiError as exc:
+            if position == skip:
+                raise
+            taken.note = f"stopped early ({exc.kind}: {exc.message}): continue from next_skip"
+            break
+        taken.total = page.total
+        consumed = taken.take(page.items)
+        after = position + consumed
+        position = None if consumed == len(page.items) and next_skip(position, len(page.items), page_size,
+                                                                    page.total) is None else after
+        if consumed < len(page.items) or taken.full or not wanted:
+            break
+        if position is not None and position - skip >= MAX_SCANNED_RUNS:
+            taken.note = (f"read {position - skip} runs without finding {limit} in {', '.join(sorted(wanted))} "
+                          "(the status filter is applied here): continue from next_skip")
+            break
+    out = RunList(runs=taken.runs, total=taken.total, next_skip=position, note=taken.note)
+    which = f" in {len(wanted)} statuses" if wanted else ""
+    return ok(out, f"{len(out.runs)} runs{which} (of {out.total if out.total is not None else 'unknown'} in total)"
+                   f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
+                   f"{f'; {out.note}' if out.note else ''}")
+
+
+@dataclass
+class RunsTaken:
+    """The runs a list call returns: at most `limit`, only `wanted` statuses, within MAX_RESULT_CHARS."""
+
+    max_chars: int
+    limit: int
+    wanted: set[str]
+    runs: list[Run] = field(default_factory=list)
+    size: int = 0
+    total: int | None = None
+    note: str | None = None
+
+    @property
+    def full(self) -> bool:
+        return len(self.runs) >= self.limit or self.note is not None
+
+    def take(self, items: list[AgentRun]) -> int:
+        """Consume `items` in order until the count or the size budget is reached; return how many were consumed
+        (a run left out by the status filter is consumed too)."""
+        for consumed, item in enumerate(items):
+            if self.full:
+                return consumed
+            if self.wanted and (item.status or "").upper() not in self.wanted:
+                continue
+            run = Run.of(item, self.max_chars)
+            size = len(run.model_dump_json())
+            if self.runs and self.size + size > MAX_RESULT_CHARS:
+                self.note = f"stopped at {len(self.runs)} runs ({self.size:,} characters): continue from next_skip"
+                return consumed
+            self.runs.append(run)
+            self.size += size
+        return len(items)
 
 
 @toolset.tool("Resume agent run", "resume_agent_run")
