@@ -139,7 +139,7 @@ async def test_a_rate_limit_beyond_the_deadline_answers_with_retry_after() -> No
 async def test_pull_requests_of_runs_carry_the_id_edit_pull_request_takes() -> None:
     async with connected() as (client, _):
         run = (await client.call_tool("get_agent_run", {"agent_run_id": 401})).structured_content
-        pr_id = run["pull_requests"][0]["id"]
+        pr_id = run["pull_requests"][0]["pr_id"]
         edited = await client.call_tool("edit_pull_request", {"pr_id": pr_id, "state": "draft"})
     assert not edited.is_error and edited.structured_content["state"] == "draft"
 

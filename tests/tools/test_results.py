@@ -56,3 +56,34 @@ async def test_test_webhook_reports_what_the_service_reports() -> None:
     assert failed.structured_content["delivered"] is False and "failed" in failed.content[0].text
     assert failed.structured_content["response"]["success"] is False
     assert "example" not in answered.content[0].text + failed.content[0].text  # the URL stays out of the prose
+
+
+@pytest.mark.anyio
+async def test_a_pull_request_shows_both_ids_and_is_found_by_its_url_or_short_form() -> None:
+    async with connected() as (client, sandbox):
+        run = await client.call_tool("get_agent_run", {"agent_run_id": RUN_WITH_PR})
+        (pr,) = run.structured_content["pull_requests"]
+        by_url = await client.call_tool("edit_pull_request", {"pr_url": pr["url"], "state": "ready_for_review"})
+        short = f"SANDBOX-ORG/web-app#{pr['number']}"  # what a user says: the repository and the number
+        by_short = await client.call_tool("edit_pull_request", {"pr_url": short, "state": "draft"})
+        edits = [r.path for r in sandbox.request_log if r.operation == "edit_pull_request_simple"]
+    assert pr == {"pr_id": PR_ID, "number": 1, "url": "https://github.com/sandbox-org/web-app/pull/1"}
+    assert f"pull request pr_id {PR_ID} (GitHub #1)" in run.content[0].text
+    assert by_url.structured_content["pr_id"] == by_short.structured_content["pr_id"] == PR_ID
+    assert by_short.structured_content["number"] == 1 and by_short.structured_content["state"] == "draft"
+    assert by_short.content[0].text == f"Pull request pr_id {PR_ID} (GitHub #1) is now draft"
+    assert edits == [f"/v1/organizations/{sandbox.org_id}/prs/{PR_ID}"] * 2
+
+
+@pytest.mark.anyio
+async def test_a_pull_request_that_cannot_be_found_says_where_a_pr_id_comes_from() -> None:
+    async with connected() as (client, sandbox):
+        unknown = await client.call_tool("edit_pull_request", {"pr_url": "sandbox-org/web-app#77", "state": "open"})
+        wrong_id = await client.call_tool("edit_pull_request", {"pr_id": 7, "state": "ready_for_review"})
+        neither = await client.call_tool("edit_pull_request", {"state": "open"})
+        edits = [r for r in sandbox.request_log if r.operation == "edit_pull_request_simple"]
+    assert unknown.structured_content["error"]["kind"] == "not_found" and len(edits) == 1  # only wrong_id was sent
+    assert "agent runs" in unknown.structured_content["error"]["message"]
+    hint = wrong_id.structured_content["error"]["hint"]
+    assert "not the GitHub number" in hint and "get_agent_run" in hint and "list the resources" not in hint
+    assert neither.structured_content["error"]["kind"] == "invalid_arguments"

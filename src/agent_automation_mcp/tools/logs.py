@@ -108,15 +108,14 @@ async def get_agent_run_logs(
     agent_run_id: Id, ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100,
     reverse: Annotated[bool, Field(description="Newest entries first.")] = False,
     message_types: Annotated[list[MessageType] | None, Field(max_length=20, description=(
-        "Only entries of these types, any case. Common: ACTION, PLAN_EVALUATION, ERROR, FINAL_ANSWER, "
-        "USER_MESSAGE, PR_CREATION_FAILED."))] = None,
+        "Only these types, e.g. ACTION, PLAN_EVALUATION, ERROR, FINAL_ANSWER, USER_MESSAGE."))] = None,
     all_pages: Annotated[bool, Field(
         description=f"Follow pages for up to {PAGING_SECONDS:g} s (at most {MAX_ENTRIES} entries, "
                     f"{MAX_RESULT_CHARS // 1000}k characters).")] = False,
 ) -> Annotated[CallToolResult, TracePage]:
-    """Read an agent run's execution trace (its steps: thoughts, tool calls, errors, final answer) from
-    skip, in pages of limit entries. Long field values are trimmed. Returns the entries, total_logs and
-    next_skip (null once the trace is finished): pass it as skip to continue."""
+    """Read an agent run's trace (its steps: thoughts, tool calls, errors, final answer) from skip, in pages
+    of limit entries. Long values are trimmed. Returns the entries, total_logs and next_skip (null at the
+    end): pass it as skip to continue."""
     client = await client_for(ctx, CALL_SECONDS)
     if all_pages:
         client = client.as_bulk()

@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from ..api.params import Limit, Skip
 
 # The client's bounds, with descriptions short enough for every paged tool's schema.
-PageSkip = Annotated[Skip, Field(description="Items to skip; next_skip of the previous page.")]
+PageSkip = Annotated[Skip, Field(description="Offset: next_skip of the previous page.")]
 PageLimit = Annotated[Limit, Field(description="Page size.")]
 MAX_RESULT_CHARS = 60_000  # a list or trace call returns about this much JSON (~15k tokens) at most
 

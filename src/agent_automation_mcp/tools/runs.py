@@ -12,7 +12,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.errors import ApiError
-from ..api.models import AgentRun, LogPage
+from ..api.models import AgentRun, LogPage, PullRequest, github_pull_request
 from ..api.params import MAX_METADATA_CHARS, NOT_BOOL, AgentType, Id, Images, Metadata, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
@@ -34,8 +34,13 @@ FILTER_PAGE_SIZE: Final = 100  # in pages this large
 
 
 class PullRequestRef(Output):
-    id: int  # what edit_pull_request takes
+    pr_id: int  # the service's id: what edit_pull_request takes
+    number: int | None = None  # GitHub's number, read from the url
     url: str | None = None
+
+    @classmethod
+    def of(cls, pr: PullRequest) -> PullRequestRef:
+        return cls(pr_id=pr.id, number=github_pull_request(pr.url)[1] if pr.url else None, url=pr.url)
 
 
 class Run(Output):
@@ -57,12 +62,14 @@ class Run(Output):
             created_at=run.created_at,
             result=trim_text(run.result, max_chars) if run.result else run.result,
             summary=trim_text(s, max_chars) if (s := getattr(run, "summary", None)) else None,
-            pull_requests=[PullRequestRef(id=pr.id, url=pr.url) for pr in prs],
+            pull_requests=[PullRequestRef.of(pr) for pr in prs],
         )
 
     def describe(self) -> str:
+        prs = "".join(f"; pull request pr_id {pr.pr_id}" + (f" (GitHub #{pr.number})" if pr.number else "")
+                      for pr in self.pull_requests)
         return f"Run {self.id} is {self.status or 'of unknown status'}{' (finished)' if self.is_terminal else ''}: " \
-               f"{self.web_url}"
+               f"{self.web_url}{prs}"
 
 
 class WaitedRun(Run):
@@ -88,12 +95,12 @@ async def create_agent_run(
     model: Model | None = None,
     agent_type: Annotated[AgentType | None, Field(description="Omit for the organisation's default.")] = None,
     metadata: Annotated[Metadata | None, Field(
-        description=f"JSON kept with the run, e.g. a ticket id (up to 20 keys, {MAX_METADATA_CHARS} chars).")] = None,
-    images: Annotated[Images | None, Field(description="Up to 4 images as data:image/...;base64 URIs.")] = None,
+        description=f"JSON stored with the run (≤{MAX_METADATA_CHARS} chars).")] = None,
+    images: Annotated[Images | None, Field(description="Images as base64 data URIs.")] = None,
 ) -> Annotated[CallToolResult, Run]:
-    """Start an AI coding agent on a task (optionally on one repository). It runs for minutes: follow it
-    with get_agent_run (wait_seconds) and read its steps with get_agent_run_logs. Returns the run with its
-    id, status and web_url. Each call starts a new run (limit: 10 per minute)."""
+    """Start an AI coding agent on a task, optionally on one repository. The run takes minutes: follow it
+    with get_agent_run (wait_seconds), read its steps with get_agent_run_logs. Returns its id, status and
+    web_url. Each call starts a new run (10 per minute)."""
     client = await client_for(ctx)
     created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
                                             images=images)
@@ -105,8 +112,7 @@ async def create_agent_run(
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
     """Get an agent run's status, result and pull requests. With wait_seconds > 0, poll until the run
-    finishes or the wait ends (progress is reported meanwhile); is_terminal tells which. Call again to
-    keep waiting."""
+    finishes or the wait ends (reporting progress); is_terminal tells which. Call again to keep waiting."""
     client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
     started = time.monotonic()
     run = await client.get_agent_run(agent_run_id)
@@ -134,11 +140,10 @@ async def list_agent_runs(
     user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
     source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
-        "Only runs in these statuses, any case; failed runs: [\"ERROR\",\"FAILED\"]. Filtered here, "
-        f"over at most {MAX_SCANNED_RUNS} runs per call."))] = None,
+        f"Only these statuses, e.g. [\"ERROR\",\"FAILED\"]; filtered here over ≤{MAX_SCANNED_RUNS} runs."))] = None,
 ) -> Annotated[CallToolResult, RunList]:
-    """List the organisation's agent runs, newest first, optionally only one user's, one source's or some
-    statuses'. Returns runs with status, pull requests and web_url, the total and next_skip for the next page."""
+    """List the organisation's agent runs, newest first, optionally filtered. Returns runs with status,
+    pull requests and web_url, the total and next_skip for the next page."""
     client = await client_for(ctx)
     wanted = {status.upper() for status in statuses or ()}
     taken = RunsTaken(_max_chars(ctx), limit, wanted)
