@@ -17,6 +17,7 @@ from agent_automation_mcp.api.transport import MAX_RATE_LIMIT_RETRIES
 from agent_automation_mcp.config import ApiSettings
 from agent_automation_mcp.pacing import create_pacer
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import LogsPaths
 
 from .conftest import requests_log, set_faults, settings_for
 
@@ -203,28 +204,19 @@ async def test_unreachable_service() -> None:
     assert failed.value.kind == "connection"
 
 
-async def test_logs_go_to_the_alpha_path_first_with_no_wasted_request() -> None:
-    """Like the real service: only the alpha path exists, and no request probes the contract's path."""
-    with SandboxServer(SandboxConfig(seed=2, logs_paths="alpha")) as sandbox:
+@pytest.mark.parametrize(("served", "paths_seen"), [
+    ("alpha", ["/v1/alpha/", "/v1/alpha/"]),  # like the real service: no request wasted on the contract's path
+    ("contract", ["/v1/alpha/", "/v1/organizations/", "/v1/organizations/"]),  # one probe, then remembered
+])
+async def test_logs_go_to_the_alpha_path_first_and_fall_back_once(served: LogsPaths, paths_seen: list[str]) -> None:
+    with SandboxServer(SandboxConfig(seed=2, logs_paths=served)) as sandbox:
         async with ApiTransport(settings_for(sandbox)) as transport:
             client = _client(transport, sandbox)
             run_id = (await client.list_agent_runs(limit=1)).items[0].id
             await client.get_agent_run_logs(run_id, limit=5)
             await client.get_agent_run_logs(run_id, limit=5, skip=5)
         paths = [r["path"] for r in requests_log(sandbox) if "/logs" in r["path"]]
-        assert len(paths) == 2 and all(p.startswith("/v1/alpha/") for p in paths)
-
-
-async def test_logs_path_falls_back_to_the_contracts_once_and_remembers() -> None:
-    with SandboxServer(SandboxConfig(seed=2, logs_paths="contract")) as sandbox:
-        async with ApiTransport(settings_for(sandbox)) as transport:
-            client = _client(transport, sandbox)
-            run_id = (await client.list_agent_runs(limit=1)).items[0].id
-            await client.get_agent_run_logs(run_id, limit=5)
-            await client.get_agent_run_logs(run_id, limit=5, skip=5)
-        paths = [r["path"] for r in requests_log(sandbox) if "/logs" in r["path"]]
-        assert paths[0].startswith("/v1/alpha/") and all(p.startswith("/v1/organizations/") for p in paths[1:])
-        assert len(paths) == 3  # one probe, then the contract's path directly
+        assert len(paths) == len(paths_seen) and all(p.startswith(s) for p, s in zip(paths, paths_seen, strict=True))
 
 
 async def test_a_missing_run_on_the_alpha_path_is_not_a_missing_route(sandbox: SandboxServer) -> None:
