@@ -81,9 +81,11 @@ async def test_a_pull_request_that_cannot_be_found_says_where_a_pr_id_comes_from
         unknown = await client.call_tool("edit_pull_request", {"pr_url": "sandbox-org/web-app#77", "state": "open"})
         wrong_id = await client.call_tool("edit_pull_request", {"pr_id": 7, "state": "ready_for_review"})
         neither = await client.call_tool("edit_pull_request", {"state": "open"})
+        not_a_pr = await client.call_tool("edit_pull_request", {"pr_url": "https://github.com/pull/1", "state": "open"})
         edits = [r for r in sandbox.request_log if r.operation == "edit_pull_request_simple"]
     assert unknown.structured_content["error"]["kind"] == "not_found" and len(edits) == 1  # only wrong_id was sent
     assert "agent runs" in unknown.structured_content["error"]["message"]
     hint = wrong_id.structured_content["error"]["hint"]
     assert "not the GitHub number" in hint and "get_agent_run" in hint and "list the resources" not in hint
-    assert neither.structured_content["error"]["kind"] == "invalid_arguments"
+    assert neither.structured_content["error"]["kind"] == not_a_pr.structured_content["error"]["kind"] == \
+        "invalid_arguments"

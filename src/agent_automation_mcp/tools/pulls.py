@@ -20,6 +20,7 @@ from .results import Output, ok
 toolset = Toolset("pulls")
 
 MAX_RUNS_SEARCHED: Final = 500  # a pr_url is looked up among the pull requests of the newest runs
+PAGE_SIZE: Final = 100
 PR_ID_HINT: Final = ("pr_id is the service's own id (pr_id in pull_requests of get_agent_run or list_agent_runs), not "
                      "the GitHub number; or pass pr_url.")
 _SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
@@ -65,16 +66,21 @@ async def _find_pr_id(client: AgentAutomationClient, pr_url: str) -> int:
     """The service's id of a GitHub pull request, from the runs that made it (the service lists no pull requests)."""
     short = _SHORT_FORM.match(pr_url)
     repository, number = (short.group(1), int(short.group(2))) if short else github_pull_request(pr_url)
+    if repository is None:
+        raise InvalidRequestError(f"edit_pull_request: {pr_url!r} is not a pull request's URL "
+                                  "(https://github.com/owner/repo/pull/7) or owner/repo#7",
+                                  operation="edit_pull_request")
+    wanted = (repository.lower(), number)
     searched = 0
     while searched < MAX_RUNS_SEARCHED:
-        page = await client.list_agent_runs(skip=searched, limit=100)
+        page = await client.list_agent_runs(skip=searched, limit=PAGE_SIZE)
         for run in page.items:
             for pr in run.github_pull_requests or ():
-                if pr.url and (found := github_pull_request(pr.url))[1] == number \
-                        and (found[0] or "").lower() == (repository or "").lower():
+                repo, found = github_pull_request(pr.url) if pr.url else (None, None)
+                if repo is not None and (repo.lower(), found) == wanted:
                     return pr.id
         searched += len(page.items)
-        if len(page.items) < 100 or (page.total is not None and searched >= page.total):
+        if len(page.items) < PAGE_SIZE or (page.total is not None and searched >= page.total):
             break
     raise NotFoundError(
         f"edit_pull_request: none of the newest {searched} agent runs made the pull request {pr_url}",

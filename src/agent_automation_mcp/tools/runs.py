@@ -160,9 +160,8 @@ async def list_agent_runs(
             break
         taken.total = page.total
         consumed = taken.take(page.items)
-        after = position + consumed
-        position = None if consumed == len(page.items) and next_skip(position, len(page.items), page_size,
-                                                                    page.total) is None else after
+        last_page = next_skip(position, len(page.items), page_size, page.total) is None
+        position = None if consumed == len(page.items) and last_page else position + consumed
         if consumed < len(page.items) or taken.full or not wanted:
             break
         if position is not None and position - skip >= MAX_SCANNED_RUNS:
@@ -170,7 +169,7 @@ async def list_agent_runs(
                           "(the status filter is applied here): continue from next_skip")
             break
     out = RunList(runs=taken.runs, total=taken.total, next_skip=position, note=taken.note)
-    which = f" in {len(wanted)} statuses" if wanted else ""
+    which = f" in {', '.join(sorted(wanted))}" if wanted else ""
     return ok(out, f"{len(out.runs)} runs{which} (of {out.total if out.total is not None else 'unknown'} in total)"
                    f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
                    f"{f'; {out.note}' if out.note else ''}")
