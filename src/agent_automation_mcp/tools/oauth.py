@@ -11,7 +11,7 @@ from ..api.errors import InvalidRequestError
 from ..api.params import Provider
 from .callers import client_for
 from .registry import Toolset
-from .results import Output, Timestamp, ok
+from .results import Output, Timestamp, ok, reported
 
 toolset = Toolset("oauth")
 
@@ -62,8 +62,7 @@ async def revoke_oauth_tokens(provider: Provider, ctx: Context) -> Annotated[Cal
             hint="Use one of the known providers (get_oauth_token_status lists them); nothing was revoked.",
             operation="revoke_oauth_tokens")
     response = await client.revoke_oauth_tokens(spelled)
-    count = next((value for key in ("revoked", "revoked_count", "count")
-                  if isinstance(value := response.get(key), int) and not isinstance(value, bool)), None)
+    count = reported(response, ("revoked", "revoked_count", "count"), int)
     out = OAuthRevocation(provider=spelled, revoked=count, response=response)
     if count is None:
         return ok(out, f"The service accepted revoking the user's {provider} OAuth tokens but did not say how many "

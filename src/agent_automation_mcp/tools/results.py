@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, TypeVar
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -51,6 +51,18 @@ def ok(output: BaseModel, summary: str) -> CallToolResult:
         content=[TextContent(type="text", text=" ".join(summary.split())),
                  TextContent(type="text", text=output.model_dump_json(by_alias=True))],
     )
+
+
+T = TypeVar("T")
+
+
+def reported(response: dict[str, Any], keys: tuple[str, ...], kind: type[T]) -> T | None:
+    """The first of `keys` that the service's untyped answer holds as a `kind` (a boolean is no count), else None."""
+    for key in keys:
+        value = response.get(key)
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
+    return None
 
 
 def next_skip(skip: int, returned: int, limit: int, total: int | None) -> int | None:

@@ -12,7 +12,7 @@ from ..api.models import WebhookConfig
 from ..api.params import WebhookUrl
 from .callers import client_for
 from .registry import Toolset
-from .results import Output, ok
+from .results import Output, ok, reported
 
 toolset = Toolset("webhooks")
 
@@ -59,7 +59,7 @@ async def test_webhook(url: WebhookUrl, ctx: Context) -> Annotated[CallToolResul
     """Have the service send a test delivery to a URL. Returns delivered (true or false as the service
     reports it, null if it does not say) and the service's answer."""
     response = await (await client_for(ctx)).test_webhook(url)
-    delivered = next((value for key in ("delivered", "success") if isinstance(value := response.get(key), bool)), None)
+    delivered = reported(response, ("delivered", "success"), bool)
     said = {True: "The service reports that the test delivery succeeded",
             False: "The service reports that the test delivery failed (its answer is in response)",
             None: "The service accepted the test delivery but did not say whether the URL answered"}[delivered]
