@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .api.limits import RateLimit, parse_rate_limits
 from .api.operations import parse_bucket_map
@@ -36,8 +36,22 @@ def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float], de
     return number
 
 
-def parse_bool(value: str | None) -> bool:
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+TRUE_WORDS: Final = ("1", "true", "yes", "on")
+FALSE_WORDS: Final = ("0", "false", "no", "off")
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """A boolean setting that fails closed: a value that is not clearly true or false refuses to start, so a
+    typo in a safety switch (`AGENT_AUTOMATION_READ_ONLY=y`) cannot silently leave it off."""
+    value = _first(env, name)
+    if value is None:
+        return default
+    if value.lower() in TRUE_WORDS:
+        return True
+    if value.lower() in FALSE_WORDS:
+        return False
+    raise ValueError(f"{name} must be one of {', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), "
+                     f"got {value!r}")
 
 
 def parse_org_id(value: str | None) -> int | None:
@@ -123,7 +137,7 @@ class ServerSettings:
         env = os.environ if env is None else env
         return cls(
             toolsets=parse_toolsets(_first(env, "AGENT_AUTOMATION_TOOLSETS")),
-            read_only=parse_bool(_first(env, "AGENT_AUTOMATION_READ_ONLY")),
+            read_only=_flag(env, "AGENT_AUTOMATION_READ_ONLY", False),
             max_field_chars=_number(env, "AGENT_AUTOMATION_MAX_FIELD_CHARS", int, DEFAULT_MAX_FIELD_CHARS,
                                     minimum=MIN_FIELD_CHARS),
         )

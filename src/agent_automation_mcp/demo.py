@@ -88,7 +88,7 @@ async def _walk_through(s: Session) -> None:
         runs = await s.call("list_agent_runs", {"limit": 20})
         prs = next((r["pull_requests"] for r in runs.get("runs", []) if r.get("pull_requests")), [])
     if prs:
-        await s.call("edit_pull_request", {"pr_id": prs[0]["id"], "state": "ready_for_review"})
+        await s.call("edit_pull_request", {"pr_id": prs[0]["pr_id"], "state": "ready_for_review"})
 
     await s.call("get_check_suite_settings", {"repo_id": repo_id})
     await s.call("update_check_suite_settings", {"repo_id": repo_id, "check_retry_count": 3,

@@ -30,18 +30,25 @@ logger = logging.getLogger(__name__)
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
-def instructions(offered: frozenset[str]) -> str:
-    """The server's guide for a model, naming only tools this server offers (toolsets, read-only)."""
+def instructions(offered: frozenset[str], read_only: bool) -> str:
+    """The server's guide for a model, naming only tools this server offers (toolsets, read-only).
+
+    Each clause names what it is about, so it reads right whichever clauses the toolsets leave in.
+    """
     steps = []
     if "create_agent_run" in offered:
-        where = " on a repository (ids from list_repositories)" if "list_repositories" in offered else ""
-        steps.append(f"create_agent_run starts one{where}")
+        where = " on a repository (repo_id from list_repositories)" if "list_repositories" in offered else ""
+        steps.append(f"create_agent_run starts an agent run{where}")
+    if "list_agent_runs" in offered:
+        steps.append("list_agent_runs finds existing runs")
     if "get_agent_run" in offered:
-        steps.append("get_agent_run with wait_seconds follows it")
+        steps.append("get_agent_run shows a run's status and pull requests (wait_seconds waits for the run to end)")
     if "get_agent_run_logs" in offered:
-        steps.append("get_agent_run_logs reads its trace page by page (next_skip)")
-    guide = f": {'; '.join(steps)}" if steps else ""
-    return (f"Drive Codegen AI coding agents{guide}. "
+        steps.append("get_agent_run_logs reads a run's trace page by page (pass next_skip as skip)")
+    what = ("Read Codegen AI coding agent runs and organisation data. Read-only: no tool here changes anything"
+            if read_only else "Drive Codegen AI coding agents (agent runs) through Codegen's API")
+    guide = f". {'; '.join(steps)}" if steps else ""
+    return (f"{what}{guide}. "
             "Failed calls return {error: {kind, message, hint, retry_after_seconds?}}: follow the hint.")
 
 
@@ -58,7 +65,13 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
-                         instructions=instructions(self._offered), lifespan=_lifespan, log_level=log_level)
+                         instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
+                         log_level=log_level, subscriptions=False)  # the tool list never changes while the server runs
+        # Capabilities follow the handlers registered; this server has no resources or prompts, so it does not
+        # answer (or advertise) their methods. The SDK has no public way to leave them out.
+        handlers = self._lowlevel_server._request_handlers
+        for method in [m for m in handlers if m.startswith(("resources/", "prompts/"))]:
+            del handlers[method]
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
                           annotations=spec.annotations, structured_output=True)

@@ -17,6 +17,7 @@ from agent_automation_mcp.api.transport import MAX_RATE_LIMIT_RETRIES
 from agent_automation_mcp.config import ApiSettings
 from agent_automation_mcp.pacing import create_pacer
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import LogsPaths
 
 from .conftest import requests_log, set_faults, settings_for
 
@@ -203,25 +204,28 @@ async def test_unreachable_service() -> None:
     assert failed.value.kind == "connection"
 
 
-async def test_logs_path_falls_back_to_alpha_once_and_remembers() -> None:
-    with SandboxServer(SandboxConfig(seed=2, logs_paths="alpha")) as sandbox:
+@pytest.mark.parametrize(("served", "paths_seen"), [
+    ("alpha", ["/v1/alpha/", "/v1/alpha/"]),  # like the real service: no request wasted on the contract's path
+    ("contract", ["/v1/alpha/", "/v1/organizations/", "/v1/organizations/"]),  # one probe, then remembered
+])
+async def test_logs_go_to_the_alpha_path_first_and_fall_back_once(served: LogsPaths, paths_seen: list[str]) -> None:
+    with SandboxServer(SandboxConfig(seed=2, logs_paths=served)) as sandbox:
         async with ApiTransport(settings_for(sandbox)) as transport:
             client = _client(transport, sandbox)
             run_id = (await client.list_agent_runs(limit=1)).items[0].id
             await client.get_agent_run_logs(run_id, limit=5)
             await client.get_agent_run_logs(run_id, limit=5, skip=5)
         paths = [r["path"] for r in requests_log(sandbox) if "/logs" in r["path"]]
-        assert paths[0].startswith("/v1/organizations/") and all(p.startswith("/v1/alpha/") for p in paths[1:])
-        assert len(paths) == 3  # one probe, then the alpha path directly
+        assert len(paths) == len(paths_seen) and all(p.startswith(s) for p, s in zip(paths, paths_seen, strict=True))
 
 
-async def test_a_missing_run_on_the_contract_path_is_not_a_missing_route(sandbox: SandboxServer) -> None:
+async def test_a_missing_run_on_the_alpha_path_is_not_a_missing_route(sandbox: SandboxServer) -> None:
     mark = len(requests_log(sandbox))
     async with ApiTransport(settings_for(sandbox)) as transport:
         with pytest.raises(e.NotFoundError):
             await _client(transport, sandbox).get_agent_run_logs(987654321)
     paths = [r["path"] for r in requests_log(sandbox)[mark:] if "/logs" in r["path"]]
-    assert paths == [f"/v1/organizations/{sandbox.org_id}/agent/run/987654321/logs"]
+    assert paths == [f"/v1/alpha/organizations/{sandbox.org_id}/agent/run/987654321/logs"]
 
 
 @pytest.mark.parametrize(("entries", "pages"), [(250, [100, 100, 50]), (200, [100, 100]), (0, [0])])

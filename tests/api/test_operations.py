@@ -34,7 +34,7 @@ def test_method_path_and_parameters_agree_with_the_spec(name: str, openapi_docum
     op = OPERATIONS[name]
     method, path, spec_op = _spec_operations(openapi_document)[op.operation_id]
     assert op.method == method
-    # The logs operation lists the contract's path first and the spec's alpha path as the fallback.
+    # The logs operation lists the spec's alpha path first and the contract's path as the fallback.
     assert path in (op.path, op.fallback_path)
     declared = {p["name"]: p["in"] for p in spec_op.get("parameters", []) if p["name"] != "authorization"}
     assert {n for n, where in declared.items() if where == "query"} == set(op.query)
@@ -43,10 +43,10 @@ def test_method_path_and_parameters_agree_with_the_spec(name: str, openapi_docum
     assert ("requestBody" in spec_op) == op.body
 
 
-def test_contract_logs_path_is_primary_and_alpha_is_the_fallback() -> None:
+def test_the_alpha_logs_path_the_service_serves_is_primary_and_the_contracts_is_the_fallback() -> None:
     logs = OPERATIONS["get_agent_run_logs"]
-    assert logs.path == "/v1/organizations/{org_id}/agent/run/{agent_run_id}/logs"
-    assert logs.fallback_path == "/v1/alpha/organizations/{org_id}/agent/run/{agent_run_id}/logs"
+    assert logs.path == "/v1/alpha/organizations/{org_id}/agent/run/{agent_run_id}/logs"
+    assert logs.fallback_path == "/v1/organizations/{org_id}/agent/run/{agent_run_id}/logs"
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ def test_sandbox_flag_says_so_on_stderr() -> None:
     (["--transport", "http", "--port", "99999"], {}, "from 1 to 65535"),
     ([], {"AGENT_AUTOMATION_TIMEOUT": "abc"}, "AGENT_AUTOMATION_TIMEOUT must be a number"),
     ([], {"AGENT_AUTOMATION_MAX_REPLICAS": "0"}, "AGENT_AUTOMATION_MAX_REPLICAS must be an integer >= 1"),
+    ([], {"AGENT_AUTOMATION_READ_ONLY": "enabled"}, "AGENT_AUTOMATION_READ_ONLY must be one of 1, true, yes, on"),
 ])
 def test_bad_settings_exit_with_a_message(args: list[str], env: dict[str, str], message: str) -> None:
     done = subprocess.run([*COMMAND, *args], env=clean_env(**env), capture_output=True, text=True, timeout=30,

@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from sandboxed import LONG_RUN, REPO_ID, connected
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.config import ApiSettings, ServerSettings
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tools import logs
-
-LONG_RUN = 409
-REPO_ID = 201
-
-
-@asynccontextmanager
-async def connected(config: SandboxConfig | None = None, *, org: bool = True, rate_limits: str | None = None,
-                    **settings: Any) -> AsyncIterator[tuple[Client, SandboxServer]]:
-    config = config or SandboxConfig(run_seconds=1.0)
-    async with SandboxServer(config) as sandbox:
-        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id if org else None, base_url=sandbox.url,
-                          rate_limits=parse_rate_limits(rate_limits))
-        async with Client(build_server(api, ServerSettings(**settings))) as client:
-            yield client, sandbox
+from agent_automation_mcp.sandbox import SandboxConfig
+from agent_automation_mcp.tools import logs, runs
 
 
 @pytest.mark.anyio
@@ -157,6 +139,68 @@ async def test_a_rate_limit_beyond_the_deadline_answers_with_retry_after() -> No
 async def test_pull_requests_of_runs_carry_the_id_edit_pull_request_takes() -> None:
     async with connected() as (client, _):
         run = (await client.call_tool("get_agent_run", {"agent_run_id": 401})).structured_content
-        pr_id = run["pull_requests"][0]["id"]
+        pr_id = run["pull_requests"][0]["pr_id"]
         edited = await client.call_tool("edit_pull_request", {"pr_id": pr_id, "state": "draft"})
     assert not edited.is_error and edited.structured_content["state"] == "draft"
+
+
+@pytest.mark.anyio
+async def test_message_types_take_any_short_identifier_in_any_case() -> None:
+    """The service's message type is an open string: a type newer than the documented 13 is a filter, not an error."""
+    async with connected() as (client, _):
+        errors = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "message_types": ["error"],
+                                                                "all_pages": True})
+        newer = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN,
+                                                               "message_types": ["TOOL_APPROVAL_2027"]})
+        junk = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "message_types": ["a b"]})
+    kinds = {entry["message_type"] for entry in errors.structured_content["entries"]}
+    assert kinds == {"ERROR"}
+    assert not newer.is_error and newer.structured_content["entries"] == []
+    assert junk.is_error and junk.structured_content["error"]["kind"] == "invalid_arguments"
+
+
+PNG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9aw"
+       "AAAABJRU5ErkJggg==")
+
+
+@pytest.mark.anyio
+async def test_a_run_is_created_with_the_services_metadata_and_images() -> None:
+    async with connected() as (client, sandbox):
+        created = await client.call_tool("create_agent_run", {"prompt": "Look at this", "repo_id": REPO_ID,
+                                                              "metadata": {"ticket": "ENG-7", "priority": 2},
+                                                              "images": [PNG]})
+        too_big = await client.call_tool("create_agent_run", {"prompt": "x", "metadata": {"k": "v" * 5000}})
+        not_an_image = await client.call_tool("create_agent_run", {"prompt": "x", "images": ["https://x/y.png"]})
+        run = sandbox.state.world.runs[created.structured_content["id"]]
+    assert run.metadata == {"ticket": "ENG-7", "priority": 2} and run.images == [PNG]
+    for refused in (too_big, not_an_image):
+        assert refused.is_error and refused.structured_content["error"]["kind"] == "invalid_arguments"
+    assert len([r for r in sandbox.request_log if r.operation == "create_agent_run"]) == 1
+
+
+@pytest.mark.anyio
+async def test_runs_filtered_by_status_here_page_on_within_a_bound_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service has no status filter: pages are read until the count, the end or the bound (newest first, the
+    sandbox's seeded runs are 409..401; only 404 ended in ERROR)."""
+    async with connected() as (client, _):
+        failed = (await client.call_tool("list_agent_runs", {"statuses": ["error", "FAILED"], "limit": 5}))
+        monkeypatch.setattr(runs, "FILTER_PAGE_SIZE", 2)
+        monkeypatch.setattr(runs, "MAX_SCANNED_RUNS", 4)
+        bounded = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1})).structured_content
+        onwards = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1,
+                                                              "skip": bounded["next_skip"]})).structured_content
+    assert [run["id"] for run in failed.structured_content["runs"]] == [404]
+    assert failed.structured_content["next_skip"] is None and "1 runs in ERROR, FAILED" in failed.content[0].text
+    assert bounded["runs"] == [] and bounded["next_skip"] == 4 and "read 4 runs" in bounded["note"]
+    assert [run["id"] for run in onwards["runs"]] == [404] and onwards["next_skip"] == 6
+
+
+@pytest.mark.anyio
+async def test_a_run_list_stays_within_its_character_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs, "MAX_RESULT_CHARS", 1500)
+    async with connected() as (client, _):
+        first = (await client.call_tool("list_agent_runs", {"limit": 9})).structured_content
+        rest = (await client.call_tool("list_agent_runs", {"skip": first["next_skip"]})).structured_content
+    size = sum(len(json.dumps(run, separators=(",", ":"))) for run in first["runs"])
+    assert 0 < len(first["runs"]) < 9 and size <= 1500 and "characters" in first["note"]
+    assert first["next_skip"] == len(first["runs"]) and rest["runs"][0]["id"] == 409 - len(first["runs"])

@@ -68,7 +68,7 @@ async def test_without_a_token_every_tool_says_how_to_set_it() -> None:
     ("get_agent_run", {"agent_run_id": 0}, "agent_run_id"),
     ("get_agent_run", {"agent_run_id": 1, "wait_seconds": 51}, "wait_seconds"),
     ("get_agent_run_logs", {"agent_run_id": 1, "limit": 101}, "limit"),
-    ("get_agent_run_logs", {"agent_run_id": 1, "message_types": ["NOPE"]}, "message_types"),
+    ("get_agent_run_logs", {"agent_run_id": 1, "message_types": ["NO PE"]}, "message_types"),
     ("create_agent_run", {"prompt": "   "}, "prompt"),
     ("create_agent_run", {}, "prompt"),
     ("edit_pull_request", {"pr_id": 1, "state": "merged"}, "state"),

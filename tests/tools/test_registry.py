@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.config import DEFAULT_TOOLSETS, TOOLSETS, ApiSettings, ServerSettings
-from agent_automation_mcp.server import build_server, compact_schema
+from agent_automation_mcp.server import build_server, compact_schema, instructions
 from agent_automation_mcp.tools.registry import OPERATIONS_WITHOUT_TOOL, all_tools, select_tools
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -59,7 +61,8 @@ def test_every_operation_reaches_a_tool_or_is_excluded_with_a_reason() -> None:
     # The two operations the issue folds into one tool each.
     by_name = {spec.name: spec for spec in all_tools()}
     assert set(by_name["get_user"].operations) == {"get_user", "get_current_user"}
-    assert set(by_name["edit_pull_request"].operations) == {"edit_pull_request", "edit_pull_request_simple"}
+    assert set(by_name["edit_pull_request"].operations) == {"edit_pull_request", "edit_pull_request_simple",
+                                                            "list_agent_runs"}  # finds a pr_id from a pr_url
 
 
 @pytest.mark.anyio
@@ -155,3 +158,31 @@ def test_compact_schema_keeps_meaning() -> None:
     assert compact_schema({"type": "object", "additionalProperties": False, "description": "d",
                            "properties": {"a": {"type": "integer", "default": 3}}}, output=True) == {
         "type": "object", "properties": {"a": {"type": "integer"}}}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_only_what_is_served_is_advertised(mode: str) -> None:
+    """Tools only: no resources or prompts behind empty lists, and no change notifications that never come."""
+    async with Client(build_server(ApiSettings(), ServerSettings()), mode=mode) as client:
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None and not capabilities.tools.list_changed
+        assert capabilities.resources is None and capabilities.prompts is None
+        for unserved in (client.list_resources, client.list_prompts):
+            with pytest.raises(MCPError) as caught:
+                await unserved()
+            assert caught.value.error.code == -32601  # method not found
+
+
+def test_every_instructions_variant_reads_right_alone() -> None:
+    """Toolsets x read-only: no pronoun without its noun, only tools on offer named, read-only said plainly."""
+    names = {spec.name for spec in all_tools()}
+    for count in range(len(TOOLSETS) + 1):
+        for toolsets in itertools.combinations(TOOLSETS, count):
+            for read_only in (False, True):
+                settings = ServerSettings(toolsets=toolsets, read_only=read_only)
+                offered = frozenset(spec.name for spec in select_tools(settings))
+                text = instructions(offered, read_only)
+                assert not re.search(r"\b(it|its|one|them|they)\b", text, re.IGNORECASE), text
+                assert set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text)) & names <= offered, text
+                assert ("Read-only" in text) is read_only and (read_only or "Drive" in text), text

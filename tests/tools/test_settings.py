@@ -31,3 +31,16 @@ def test_from_env() -> None:
     assert settings == ServerSettings(toolsets=("runs",), read_only=True, max_field_chars=400)
     with pytest.raises(ValueError, match="AGENT_AUTOMATION_MAX_FIELD_CHARS must be an integer >= 100"):
         ServerSettings.from_env({"AGENT_AUTOMATION_MAX_FIELD_CHARS": "5"})
+
+
+@pytest.mark.parametrize(("value", "read_only"), [("1", True), ("TRUE", True), ("on", True), ("yes", True),
+                                                   ("0", False), ("false", False), ("Off", False), ("no", False)])
+def test_read_only_takes_clear_words(value: str, read_only: bool) -> None:
+    assert ServerSettings.from_env({"AGENT_AUTOMATION_READ_ONLY": value}).read_only is read_only
+
+
+@pytest.mark.parametrize("value", ["y", "enabled", "tru", "2"])
+def test_a_read_only_value_that_is_neither_true_nor_false_refuses_to_start(value: str) -> None:
+    """Fails closed: an unknown word must not leave every write tool on offer without a word."""
+    with pytest.raises(ValueError, match=rf"AGENT_AUTOMATION_READ_ONLY must be one of 1, true, yes, on .*'{value}'"):
+        ServerSettings.from_env({"AGENT_AUTOMATION_READ_ONLY": value})

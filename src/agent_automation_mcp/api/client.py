@@ -41,7 +41,9 @@ from .params import (
     AgentType,
     CheckRetryCount,
     Id,
+    Images,
     Limit,
+    Metadata,
     Prompt,
     Provider,
     PullRequestState,
@@ -146,8 +148,8 @@ class AgentAutomationClient:
 
     @_checked
     async def create_agent_run(self, prompt: Prompt, repo_id: Id | None = None, *, model: str | None = None,
-                               agent_type: AgentType | None = None, images: list[str] | None = None,
-                               metadata: dict[str, Any] | None = None,
+                               agent_type: AgentType | None = None, images: Images | None = None,
+                               metadata: Metadata | None = None,
                                webhooks: list[WebhookOverride] | None = None) -> AgentRun:
         body = _without_none(prompt=prompt, repo_id=repo_id, model=model, agent_type=agent_type, images=images,
                              metadata=metadata, webhooks=_dump(webhooks))

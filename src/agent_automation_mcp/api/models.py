@@ -7,6 +7,7 @@ enums, and never reject a timestamp format. What we *send* is checked in `params
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -83,6 +84,15 @@ class PullRequest(Resource):
     title: str | None = None
     url: str | None = None
     head_branch_name: str | None = None
+
+
+_GITHUB_PR = re.compile(r"^https?://[^/\s]+/([^/\s]+/[^/\s]+)/pull/(\d+)(?:[/?#]\S*)?$")
+
+
+def github_pull_request(url: str) -> tuple[str | None, int | None]:
+    """`https://github.com/owner/repo/pull/7` -> ("owner/repo", 7); (None, None) for any other URL."""
+    match = _GITHUB_PR.match(url.strip())
+    return (match.group(1), int(match.group(2))) if match else (None, None)
 
 
 class AgentRun(Resource):

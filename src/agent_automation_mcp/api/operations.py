@@ -106,11 +106,11 @@ OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name:
           query=("user_id", "source_type", *_PAGING)),
     _write("resume_agent_run", "POST", f"{_RUN}/resume",
            "resume_agent_run_v1_organizations__org_id__agent_run_resume_post"),
-    # The contract's path first; the real service serves the alpha one (see the client's logs-path probe).
-    _read("get_agent_run_logs", f"{_RUN}/{{agent_run_id}}/logs",
+    # The alpha path first: it is the one the real service is known to serve (the OpenAPI's); the contract's path
+    # is the fallback, used from the first 404 for the route on (see the transport).
+    _read("get_agent_run_logs", "/v1/alpha/organizations/{org_id}/agent/run/{agent_run_id}/logs",
           "get_agent_run_logs_v1_alpha_organizations__org_id__agent_run__agent_run_id__logs_get",
-          query=("skip", "limit", "reverse"), buckets=(LOGS, STANDARD),
-          fallback_path="/v1/alpha/organizations/{org_id}/agent/run/{agent_run_id}/logs"),
+          query=("skip", "limit", "reverse"), buckets=(LOGS, STANDARD), fallback_path=f"{_RUN}/{{agent_run_id}}/logs"),
     # Checks and pull requests
     _write("ban_checks", "POST", f"{_RUN}/ban",
            "ban_all_checks_for_agent_run_v1_organizations__org_id__agent_run_ban_post", destructive=True),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 
 def _refuse_bool(value: Any) -> Any:
@@ -31,3 +32,17 @@ Provider = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z
                                 description="OAuth provider name, e.g. github, linear, slack.")]
 WebhookUrl = Annotated[str, Field(min_length=1, max_length=2083, pattern=r"^https?://\S+$",
                                   description="An http(s) URL.")]
+
+MAX_METADATA_CHARS = 4000
+
+
+def _small_json(value: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) > MAX_METADATA_CHARS:
+        raise ValueError(f"metadata must be at most {MAX_METADATA_CHARS} characters of JSON")
+    return value
+
+
+# What a run is created with beyond its prompt (the service's `metadata` and `images`), bounded.
+Metadata = Annotated[dict[str, Any], Field(max_length=20), AfterValidator(_small_json)]
+ImageDataUri = Annotated[str, Field(max_length=5_000_000, pattern=r"^data:image/[\w.+-]+;base64,[\w+/=]+$")]
+Images = Annotated[list[ImageDataUri], Field(min_length=1, max_length=4)]

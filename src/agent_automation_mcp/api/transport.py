@@ -61,7 +61,8 @@ class ApiTransport:
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
             follow_redirects=False,
         )
-        # Operations whose primary path turned out not to exist on this service (a cache, not state).
+        # Operations whose primary path turned out not to exist at this base URL (one transport, one base URL):
+        # a cache, not state; a new process pays one 404 to learn it again.
         self._on_fallback: set[str] = set()
 
     async def __aenter__(self) -> ApiTransport:

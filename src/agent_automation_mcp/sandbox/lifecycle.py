@@ -46,6 +46,7 @@ class Run:
     time_style: TimeStyle
     metadata: dict[str, Any] | None = None
     model: str | None = None
+    images: list[str] = field(default_factory=list)  # as sent; the service gives them to the agent
     status: str = "ACTIVE"
     outcome: str = "COMPLETE"  # the status the current stretch of work ends in
     result: str | None = None

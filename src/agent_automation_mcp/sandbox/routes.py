@@ -42,7 +42,10 @@ def served_paths(op: Operation, logs_paths: LogsPaths) -> list[str]:
     """An operation's path, and its fallback path too unless the sandbox plays a service with only one of them."""
     if op.fallback_path is None:
         return [op.path]
-    return {"both": [op.path, op.fallback_path], "alpha": [op.fallback_path], "contract": [op.path]}[logs_paths]
+    paths = [op.path, op.fallback_path]
+    if logs_paths == "both":
+        return paths
+    return [path for path in paths if path.startswith("/v1/alpha/") == (logs_paths == "alpha")]
 
 
 def bearer_token(authorization: str | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
@@ -13,23 +13,23 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from ..api.client import trace_continues
 from ..api.errors import ApiError
-from ..api.models import MESSAGE_TYPES, LogEntry
+from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, ok, trim_text
+from .results import MAX_RESULT_CHARS, Output, PageLimit, PageSkip, Timestamp, ok, trim_text
 
 toolset = Toolset("logs")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries
-MAX_RESULT_CHARS: Final = 60_000  # and about this much JSON (~15k tokens), so one call cannot flood a context
 
-MessageType = Literal[MESSAGE_TYPES]  # type: ignore[valid-type]
+# The service's message type is an open string (13 are documented, more may come): any short identifier is taken.
+MessageType = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
 
 
 class TraceEntry(Output):
-    created_at: str | None = None
+    created_at: Timestamp = None
     message_type: str | None = None
     thought: str | None = None
     tool_name: str | None = None
@@ -83,7 +83,7 @@ class _Collected:
         """Consume `logs` in order until the budget is spent; return how many were consumed (at least one entry
         is always returned, so every call makes progress)."""
         for consumed, log in enumerate(logs):
-            if self.wanted and log.message_type not in self.wanted:
+            if self.wanted and (log.message_type or "").upper() not in self.wanted:
                 self.read += 1
                 continue
             entry, cut = _trim(log, self.max_chars)
@@ -107,19 +107,19 @@ class _Collected:
 async def get_agent_run_logs(
     agent_run_id: Id, ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100,
     reverse: Annotated[bool, Field(description="Newest entries first.")] = False,
-    message_types: Annotated[list[MessageType] | None, Field(  # type: ignore[valid-type]
-        description="Only return entries of these types (e.g. ERROR, FINAL_ANSWER).")] = None,
+    message_types: Annotated[list[MessageType] | None, Field(max_length=20, description=(
+        "Only these types, e.g. ACTION, PLAN_EVALUATION, ERROR, FINAL_ANSWER, USER_MESSAGE."))] = None,
     all_pages: Annotated[bool, Field(
         description=f"Follow pages for up to {PAGING_SECONDS:g} s (at most {MAX_ENTRIES} entries, "
                     f"{MAX_RESULT_CHARS // 1000}k characters).")] = False,
 ) -> Annotated[CallToolResult, TracePage]:
-    """Read an agent run's execution trace (its steps: thoughts, tool calls, errors, final answer) from
-    skip, in pages of limit entries. Long field values are trimmed. Returns the entries, total_logs and
-    next_skip (null once the trace is finished): pass it as skip to continue."""
+    """Read an agent run's trace (its steps: thoughts, tool calls, errors, final answer) from skip, in pages
+    of limit entries. Long values are trimmed. Returns the entries, total_logs and next_skip (null at the
+    end): pass it as skip to continue."""
     client = await client_for(ctx, CALL_SECONDS)
     if all_pages:
         client = client.as_bulk()
-    taken = _Collected(state_of(ctx).settings.max_field_chars, set(message_types or ()))
+    taken = _Collected(state_of(ctx).settings.max_field_chars, {kind.upper() for kind in message_types or ()})
     started = time.monotonic()
     position: int | None = skip
     note = page = None

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 
+from ..api.errors import InvalidRequestError
 from ..api.params import Provider
 from .callers import client_for
 from .registry import Toolset
-from .results import Output, ok
+from .results import Output, Timestamp, ok, reported
 
 toolset = Toolset("oauth")
 
@@ -20,7 +21,7 @@ class OAuthConnection(Output):
     is_active: bool | None = None
     id: int | str | None = None
     scopes: list[str] | None = None
-    created_at: str | None = None
+    created_at: Timestamp = None
 
 
 class OAuthStatus(Output):
@@ -28,7 +29,8 @@ class OAuthStatus(Output):
 
 
 class OAuthRevocation(Output):
-    provider: str
+    provider: str  # as the service spells it
+    revoked: int | None  # how many tokens the service says it revoked; null when it did not say
     response: dict[str, Any]
 
 
@@ -45,11 +47,26 @@ def _state(is_active: bool | None) -> str:
     return "active" if is_active else "revoked" if is_active is False else "(state not given)"
 
 
-@toolset.tool("Revoke OAuth tokens", "revoke_oauth_tokens")
+@toolset.tool("Revoke OAuth tokens", "get_oauth_token_status", "revoke_oauth_tokens")
 async def revoke_oauth_tokens(provider: Provider, ctx: Context) -> Annotated[CallToolResult, OAuthRevocation]:
-    """Revoke ALL of the current user's OAuth tokens for one provider in the organisation. The user must
-    reconnect that provider in the web app afterwards. Only on the user's explicit request."""
-    response = await (await client_for(ctx)).revoke_oauth_tokens(provider)
-    said = response.get("message")
-    return ok(OAuthRevocation(provider=provider, response=response),
-              f"Revoked the user's {provider} OAuth tokens{f': {said}' if isinstance(said, str) else ''}")
+    """Revoke ALL of the current user's OAuth tokens for one provider (any case) in the organisation. The user
+    must reconnect that provider in the web app afterwards. Only on the user's explicit request. Returns how
+    many tokens the service revoked."""
+    client = await client_for(ctx)
+    known = sorted({token.provider for token in await client.get_oauth_token_status() if token.provider})
+    spelled = next((name for name in known if name.casefold() == provider.casefold()), None)
+    if spelled is None:  # sent as given, the service would match nothing and still answer 200
+        raise InvalidRequestError(
+            f"revoke_oauth_tokens: the user has no OAuth token for {provider!r} in this organisation; "
+            f"known providers: {', '.join(known) or 'none'}", details={"providers": known},
+            hint="Use one of the known providers (get_oauth_token_status lists them); nothing was revoked.",
+            operation="revoke_oauth_tokens")
+    response = await client.revoke_oauth_tokens(spelled)
+    count = reported(response, ("revoked", "revoked_count", "count"), int)
+    out = OAuthRevocation(provider=spelled, revoked=count, response=response)
+    if count is None:
+        return ok(out, f"The service accepted revoking the user's {provider} OAuth tokens but did not say how many "
+                       "it revoked")
+    if count == 0:
+        return ok(out, f"Revoked none: the service found no active {provider} OAuth token of the user's to revoke")
+    return ok(out, f"Revoked {count} of the user's {provider} OAuth token{'s' if count > 1 else ''}")

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Final
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ..api.client import AgentAutomationClient
+from ..api.errors import InvalidRequestError, NotFoundError
+from ..api.models import github_pull_request
 from ..api.params import Id, PullRequestState
 from .callers import client_for
 from .registry import Toolset
 from .results import Output, ok
 
 toolset = Toolset("pulls")
+
+MAX_RUNS_SEARCHED: Final = 500  # a pr_url is looked up among the pull requests of the newest runs
+PAGE_SIZE: Final = 100
+PR_ID_HINT: Final = ("pr_id is the service's own id (pr_id in pull_requests of get_agent_run or list_agent_runs), not "
+                     "the GitHub number; or pass pr_url.")
+_SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
+
+PullRequestUrl = Annotated[str, Field(max_length=300, pattern=r"^(https?://\S+/pull/\d+\S*|[\w.-]+/[\w.-]+#\d+)$",
+                                      description="Instead of pr_id: its GitHub URL or owner/repo#number.")]
 
 
 class PullRequestChange(Output):
@@ -24,14 +37,52 @@ class PullRequestChange(Output):
     title: str | None = None
 
 
-@toolset.tool("Edit pull request", "edit_pull_request_simple", "edit_pull_request")
+@toolset.tool("Edit pull request", "list_agent_runs", "edit_pull_request_simple", "edit_pull_request")
 async def edit_pull_request(
-    pr_id: Annotated[Id, Field(description="Pull request id (as in an agent run's pull_requests).")],
-    state: Annotated[PullRequestState, Field(description="The state to move it to.")], ctx: Context,
+    state: PullRequestState, ctx: Context,
+    pr_id: Annotated[Id | None, Field(description="Not the GitHub number.")] = None,
+    pr_url: PullRequestUrl | None = None,
     repo_id: Annotated[Id | None, Field(description="Repository id, if known.")] = None,
 ) -> Annotated[CallToolResult, PullRequestChange]:
-    """Set a pull request's state: open, closed, draft or ready_for_review. Needs write access to the
-    repository. Returns the pull request's url, number and new state."""
-    edit = await (await client_for(ctx)).edit_pull_request(pr_id, state, repo_id)
-    out = PullRequestChange(pr_id=pr_id, state=edit.state or state, url=edit.url, number=edit.number, title=edit.title)
-    return ok(out, f"Pull request {out.number or pr_id} is now {out.state}{f': {out.url}' if out.url else ''}")
+    """Set a pull request's state. pr_id comes from pull_requests in get_agent_run or list_agent_runs;
+    a pr_url is looked up there. Needs write access to the repository."""
+    client = await client_for(ctx)
+    if (pr_id is None) == (pr_url is None):
+        raise InvalidRequestError("edit_pull_request: give either pr_id or pr_url", operation="edit_pull_request")
+    if pr_id is None:
+        assert pr_url is not None
+        pr_id = await _find_pr_id(client, pr_url)
+    try:
+        edit = await client.edit_pull_request(pr_id, state, repo_id)
+    except NotFoundError as exc:
+        exc.hint = PR_ID_HINT  # the generic "list the resources" points at a tool that does not exist
+        raise
+    number = edit.number or (github_pull_request(edit.url)[1] if edit.url else None)
+    out = PullRequestChange(pr_id=pr_id, state=edit.state or state, url=edit.url, number=number, title=edit.title)
+    return ok(out, f"Pull request pr_id {pr_id}{f' (GitHub #{number})' if number else ''} is now {out.state}")
+
+
+async def _find_pr_id(client: AgentAutomationClient, pr_url: str) -> int:
+    """The service's id of a GitHub pull request, from the runs that made it (the service lists no pull requests)."""
+    short = _SHORT_FORM.match(pr_url)
+    repository, number = (short.group(1), int(short.group(2))) if short else github_pull_request(pr_url)
+    if repository is None:
+        raise InvalidRequestError(f"edit_pull_request: {pr_url!r} is not a pull request's URL "
+                                  "(https://github.com/owner/repo/pull/7) or owner/repo#7",
+                                  operation="edit_pull_request")
+    wanted = (repository.lower(), number)
+    searched = 0
+    while searched < MAX_RUNS_SEARCHED:
+        page = await client.list_agent_runs(skip=searched, limit=PAGE_SIZE)
+        for run in page.items:
+            for pr in run.github_pull_requests or ():
+                repo, found = github_pull_request(pr.url) if pr.url else (None, None)
+                if repo is not None and (repo.lower(), found) == wanted:
+                    return pr.id
+        searched += len(page.items)
+        if len(page.items) < PAGE_SIZE or (page.total is not None and searched >= page.total):
+            break
+    raise NotFoundError(
+        f"edit_pull_request: none of the newest {searched} agent runs made the pull request {pr_url}",
+        operation="edit_pull_request",
+        hint="Only pull requests made by agent runs can be found this way; pass its pr_id if you have it.")

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from datetime import UTC, datetime
+from typing import Annotated, Any, Self, TypeVar
 
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..api.params import Limit, Skip
 
 # The client's bounds, with descriptions short enough for every paged tool's schema.
-PageSkip = Annotated[Skip, Field(description="Items to skip; next_skip of the previous page.")]
+PageSkip = Annotated[Skip, Field(description="Offset: next_skip of the previous page.")]
 PageLimit = Annotated[Limit, Field(description="Page size.")]
+MAX_RESULT_CHARS = 60_000  # a list or trace call returns about this much JSON (~15k tokens) at most
+
+
+def _with_offset(value: Any) -> Any:
+    """The service sends some timestamps without a zone (`2025-06-21 11:20:04.338398`); they are UTC, so they are
+    returned in ISO 8601 with the offset said (`2025-06-21T11:20:04.338398+00:00`). Anything unreadable is kept."""
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return value
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+
+
+Timestamp = Annotated[str | None, BeforeValidator(_with_offset)]
 
 
 class Output(BaseModel):
@@ -34,6 +51,18 @@ def ok(output: BaseModel, summary: str) -> CallToolResult:
         content=[TextContent(type="text", text=" ".join(summary.split())),
                  TextContent(type="text", text=output.model_dump_json(by_alias=True))],
     )
+
+
+T = TypeVar("T")
+
+
+def reported(response: dict[str, Any], keys: tuple[str, ...], kind: type[T]) -> T | None:
+    """The first of `keys` that the service's untyped answer holds as a `kind` (a boolean is no count), else None."""
+    for key in keys:
+        value = response.get(key)
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
+    return None
 
 
 def next_skip(skip: int, returned: int, limit: int, total: int | None) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Annotated, Final
 
 import anyio
@@ -11,11 +12,11 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.errors import ApiError
-from ..api.models import AgentRun, LogPage
-from ..api.params import NOT_BOOL, AgentType, Id, Prompt, SourceType
+from ..api.models import AgentRun, LogPage, PullRequest, github_pull_request
+from ..api.params import MAX_METADATA_CHARS, NOT_BOOL, AgentType, Id, Images, Metadata, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, next_skip, ok, trim_text
+from .results import MAX_RESULT_CHARS, Output, PageLimit, PageSkip, Timestamp, next_skip, ok, trim_text
 
 toolset = Toolset("runs")
 
@@ -27,11 +28,19 @@ POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
                                    description="Wait up to this many seconds for the run to finish (0-50)."), NOT_BOOL]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
+Status = Annotated[str, Field(pattern=r"^[A-Za-z_]{1,40}$")]  # the service's status is an open string
+MAX_SCANNED_RUNS: Final = 500  # the service has no status filter: ours reads at most this many runs per call
+FILTER_PAGE_SIZE: Final = 100  # in pages this large
 
 
 class PullRequestRef(Output):
-    id: int  # what edit_pull_request takes
+    pr_id: int  # the service's id: what edit_pull_request takes
+    number: int | None = None  # GitHub's number, read from the url
     url: str | None = None
+
+    @classmethod
+    def of(cls, pr: PullRequest) -> PullRequestRef:
+        return cls(pr_id=pr.id, number=github_pull_request(pr.url)[1] if pr.url else None, url=pr.url)
 
 
 class Run(Output):
@@ -39,7 +48,7 @@ class Run(Output):
     status: str | None = None
     is_terminal: bool
     web_url: str
-    created_at: str | None = None
+    created_at: Timestamp = None
     result: str | None = None
     summary: str | None = None
     pull_requests: list[PullRequestRef] = Field(default_factory=list)
@@ -53,12 +62,14 @@ class Run(Output):
             created_at=run.created_at,
             result=trim_text(run.result, max_chars) if run.result else run.result,
             summary=trim_text(s, max_chars) if (s := getattr(run, "summary", None)) else None,
-            pull_requests=[PullRequestRef(id=pr.id, url=pr.url) for pr in prs],
+            pull_requests=[PullRequestRef.of(pr) for pr in prs],
         )
 
     def describe(self) -> str:
+        prs = "".join(f"; pull request pr_id {pr.pr_id}" + (f" (GitHub #{pr.number})" if pr.number else "")
+                      for pr in self.pull_requests)
         return f"Run {self.id} is {self.status or 'of unknown status'}{' (finished)' if self.is_terminal else ''}: " \
-               f"{self.web_url}"
+               f"{self.web_url}{prs}"
 
 
 class WaitedRun(Run):
@@ -68,8 +79,9 @@ class WaitedRun(Run):
 
 class RunList(Output):
     runs: list[Run]
-    total: int | None = None
+    total: int | None = None  # of the service's list (before a status filter)
     next_skip: int | None = None
+    note: str | None = None
 
 
 def _max_chars(ctx: Context) -> int:
@@ -82,12 +94,17 @@ async def create_agent_run(
     repo_id: Annotated[Id | None, Field(description="Repository to work on; see list_repositories.")] = None,
     model: Model | None = None,
     agent_type: Annotated[AgentType | None, Field(description="Omit for the organisation's default.")] = None,
+    metadata: Annotated[Metadata | None, Field(
+        description=f"JSON stored with the run (≤{MAX_METADATA_CHARS} chars).")] = None,
+    images: Annotated[Images | None, Field(description="Images as base64 data URIs.")] = None,
 ) -> Annotated[CallToolResult, Run]:
-    """Start an AI coding agent on a task (optionally on one repository). It runs for minutes: follow it
-    with get_agent_run (wait_seconds) and read its steps with get_agent_run_logs. Returns the run with its
-    id, status and web_url. Each call starts a new run (limit: 10 per minute)."""
+    """Start an AI coding agent on a task, optionally on one repository. The run takes minutes: follow it
+    with get_agent_run (wait_seconds), read its steps with get_agent_run_logs. Returns its id, status and
+    web_url. Each call starts a new run (10 per minute)."""
     client = await client_for(ctx)
-    run = Run.of(await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type), _max_chars(ctx))
+    created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
+                                            images=images)
+    run = Run.of(created, _max_chars(ctx))
     return ok(run, f"Started run {run.id} ({run.status}): {run.web_url}")
 
 
@@ -95,8 +112,7 @@ async def create_agent_run(
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
     """Get an agent run's status, result and pull requests. With wait_seconds > 0, poll until the run
-    finishes or the wait ends (progress is reported meanwhile); is_terminal tells which. Call again to
-    keep waiting."""
+    finishes or the wait ends (reporting progress); is_terminal tells which. Call again to keep waiting."""
     client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
     started = time.monotonic()
     run = await client.get_agent_run(agent_run_id)
@@ -123,15 +139,74 @@ async def list_agent_runs(
     ctx: Context, skip: PageSkip = 0, limit: PageLimit = 20,
     user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
     source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
+    statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
+        f"Only these statuses, e.g. [\"ERROR\",\"FAILED\"]; filtered here over ≤{MAX_SCANNED_RUNS} runs."))] = None,
 ) -> Annotated[CallToolResult, RunList]:
-    """List the organisation's agent runs, newest first, optionally only one user's or one source's.
-    Returns runs with status and web_url, the total and next_skip for the next page."""
+    """List the organisation's agent runs, newest first, optionally filtered. Returns runs with status,
+    pull requests and web_url, the total and next_skip for the next page."""
     client = await client_for(ctx)
-    page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=skip, limit=limit)
-    out = RunList(runs=[Run.of(r, _max_chars(ctx)) for r in page.items], total=page.total,
-                  next_skip=next_skip(skip, len(page.items), limit, page.total))
-    return ok(out, f"{len(out.runs)} runs (of {out.total if out.total is not None else 'unknown'} in total)"
-                   f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}")
+    wanted = {status.upper() for status in statuses or ()}
+    taken = RunsTaken(_max_chars(ctx), limit, wanted)
+    position: int | None = skip
+    page_size = FILTER_PAGE_SIZE if wanted else limit
+    while position is not None:
+        try:
+            page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=position,
+                                                limit=page_size)
+        except ApiError as exc:
+            if position == skip:
+                raise
+            taken.note = f"stopped early ({exc.kind}: {exc.message}): continue from next_skip"
+            break
+        taken.total = page.total
+        consumed = taken.take(page.items)
+        last_page = next_skip(position, len(page.items), page_size, page.total) is None
+        position = None if consumed == len(page.items) and last_page else position + consumed
+        if consumed < len(page.items) or taken.full or not wanted:
+            break
+        if position is not None and position - skip >= MAX_SCANNED_RUNS:
+            taken.note = (f"read {position - skip} runs without finding {limit} in {', '.join(sorted(wanted))} "
+                          "(the status filter is applied here): continue from next_skip")
+            break
+    out = RunList(runs=taken.runs, total=taken.total, next_skip=position, note=taken.note)
+    which = f" in {', '.join(sorted(wanted))}" if wanted else ""
+    return ok(out, f"{len(out.runs)} runs{which} (of {out.total if out.total is not None else 'unknown'} in total)"
+                   f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
+                   f"{f'; {out.note}' if out.note else ''}")
+
+
+@dataclass
+class RunsTaken:
+    """The runs a list call returns: at most `limit`, only `wanted` statuses, within MAX_RESULT_CHARS."""
+
+    max_chars: int
+    limit: int
+    wanted: set[str]
+    runs: list[Run] = field(default_factory=list)
+    size: int = 0
+    total: int | None = None
+    note: str | None = None
+
+    @property
+    def full(self) -> bool:
+        return len(self.runs) >= self.limit or self.note is not None
+
+    def take(self, items: list[AgentRun]) -> int:
+        """Consume `items` in order until the count or the size budget is reached; return how many were consumed
+        (a run left out by the status filter is consumed too)."""
+        for consumed, item in enumerate(items):
+            if self.full:
+                return consumed
+            if self.wanted and (item.status or "").upper() not in self.wanted:
+                continue
+            run = Run.of(item, self.max_chars)
+            size = len(run.model_dump_json())
+            if self.runs and self.size + size > MAX_RESULT_CHARS:
+                self.note = f"stopped at {len(self.runs)} runs ({self.size:,} characters): continue from next_skip"
+                return consumed
+            self.runs.append(run)
+            self.size += size
+        return len(items)
 
 
 @toolset.tool("Resume agent run", "resume_agent_run")

@@ -12,7 +12,7 @@ from ..api.models import WebhookConfig
 from ..api.params import WebhookUrl
 from .callers import client_for
 from .registry import Toolset
-from .results import Output, ok
+from .results import Output, ok, reported
 
 toolset = Toolset("webhooks")
 
@@ -48,8 +48,19 @@ async def delete_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookChang
     return ok(WebhookChange(action="deleted", response=response), "Webhook deleted")
 
 
+class WebhookTest(Output):
+    url: str
+    delivered: bool | None  # as the service reports it; null when it does not say
+    response: dict[str, Any]
+
+
 @toolset.tool("Test webhook", "test_webhook")
-async def test_webhook(url: WebhookUrl, ctx: Context) -> Annotated[CallToolResult, WebhookChange]:
-    """Send a test delivery to a URL and report whether it answered."""
+async def test_webhook(url: WebhookUrl, ctx: Context) -> Annotated[CallToolResult, WebhookTest]:
+    """Have the service send a test delivery to a URL. Returns delivered (true or false as the service
+    reports it, null if it does not say) and the service's answer."""
     response = await (await client_for(ctx)).test_webhook(url)
-    return ok(WebhookChange(action="tested", url=url, response=response), f"Test delivery sent to {url}")
+    delivered = reported(response, ("delivered", "success"), bool)
+    said = {True: "The service reports that the test delivery succeeded",
+            False: "The service reports that the test delivery failed (its answer is in response)",
+            None: "The service accepted the test delivery but did not say whether the URL answered"}[delivered]
+    return ok(WebhookTest(url=url, delivered=delivered, response=response), said)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..call import Call, Endpoint
 from ..inputs import OrgQuery, RevokeQuery, WebhookConfigRequest, WebhookTestRequest
@@ -25,8 +26,8 @@ def get_oauth_token_status(call: Call) -> Any:
 
 def revoke_oauth_tokens(call: Call) -> Any:
     query: RevokeQuery = call.query
-    tokens = _tokens(call, query.org_id, query.provider)
-    for token in tokens:
+    tokens = [token for token in _tokens(call, query.org_id, query.provider) if token.is_active]
+    for token in tokens:  # counted: the ones this call revoked, not those revoked before
         token.is_active = False
     return {"message": f"Revoked {len(tokens)} {query.provider} token(s)", "provider": query.provider,
             "org_id": query.org_id, "revoked": len(tokens)}
@@ -63,6 +64,8 @@ def test_webhook(call: Call) -> Any:
     url = _url(call)
     call.state.webhook_tests.append({"time": call.wall, "organization_id": call.org.id, "url": url,
                                      "user_id": call.user.id})
+    if (urlsplit(url).hostname or "").endswith(".invalid"):  # RFC 2606: never resolves, so never answers
+        return {"success": False, "message": "Could not connect to the webhook URL", "url": url}
     return {"success": True, "message": "Test event recorded (the sandbox sends no network traffic)", "url": url}
 
 

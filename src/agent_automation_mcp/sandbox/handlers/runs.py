@@ -51,6 +51,7 @@ def create_agent_run(call: Call) -> Any:
             raise ApiError(404, NO_REPOS_MESSAGE)
     run = _start(call, repo_id=repo.id, prompt=body.prompt, source_type="API", metadata=body.metadata,
                  model=body.model)
+    run.images = list(body.images or [])
     call.world.created_runs[org.id] = call.world.created_runs.get(org.id, 0) + 1
     return views.agent_run(call.world, run)
 
