@@ -39,14 +39,21 @@ from .models import (
 from .operations import OPERATIONS
 from .params import (
     AgentType,
+    CardOrderId,
+    CheckLists,
+    CheckPrompts,
     CheckRetryCount,
+    CheckRetryCounts,
     Id,
     Limit,
+    ModelName,
     Prompt,
     Provider,
     PullRequestState,
     Skip,
     SourceType,
+    TriggerSource,
+    WebhookSecret,
     WebhookUrl,
 )
 from .transport import ApiTransport, Query, require_org_id, unreadable_answer
@@ -145,7 +152,7 @@ class AgentAutomationClient:
     # Agent runs
 
     @_checked
-    async def create_agent_run(self, prompt: Prompt, repo_id: Id | None = None, *, model: str | None = None,
+    async def create_agent_run(self, prompt: Prompt, repo_id: Id | None = None, *, model: ModelName | None = None,
                                agent_type: AgentType | None = None, images: list[str] | None = None,
                                metadata: dict[str, Any] | None = None,
                                webhooks: list[WebhookOverride] | None = None) -> AgentRun:
@@ -165,7 +172,7 @@ class AgentAutomationClient:
         return _parse(Page[AgentRun], await self._call("list_agent_runs", query=query), "list_agent_runs")
 
     @_checked
-    async def resume_agent_run(self, agent_run_id: Id, prompt: Prompt, *, model: str | None = None,
+    async def resume_agent_run(self, agent_run_id: Id, prompt: Prompt, *, model: ModelName | None = None,
                                images: list[str] | None = None,
                                webhooks: list[WebhookOverride] | None = None) -> AgentRun:
         body = _without_none(agent_run_id=agent_run_id, prompt=prompt, model=model, images=images,
@@ -192,18 +199,18 @@ class AgentAutomationClient:
     # Checks and pull requests
 
     @_checked
-    async def ban_checks(self, agent_run_id: Id, before_card_order_id: str | None = None,
-                         after_card_order_id: str | None = None) -> dict[str, Any]:
+    async def ban_checks(self, agent_run_id: Id, before_card_order_id: CardOrderId | None = None,
+                         after_card_order_id: CardOrderId | None = None) -> dict[str, Any]:
         return await self._stop("ban_checks", agent_run_id, before_card_order_id, after_card_order_id)
 
     @_checked
-    async def unban_checks(self, agent_run_id: Id, before_card_order_id: str | None = None,
-                           after_card_order_id: str | None = None) -> dict[str, Any]:
+    async def unban_checks(self, agent_run_id: Id, before_card_order_id: CardOrderId | None = None,
+                           after_card_order_id: CardOrderId | None = None) -> dict[str, Any]:
         return await self._stop("unban_checks", agent_run_id, before_card_order_id, after_card_order_id)
 
     @_checked
-    async def remove_from_pull_request(self, agent_run_id: Id, before_card_order_id: str | None = None,
-                                       after_card_order_id: str | None = None) -> dict[str, Any]:
+    async def remove_from_pull_request(self, agent_run_id: Id, before_card_order_id: CardOrderId | None = None,
+                                       after_card_order_id: CardOrderId | None = None) -> dict[str, Any]:
         return await self._stop("remove_from_pull_request", agent_run_id, before_card_order_id, after_card_order_id)
 
     async def _stop(self, name: str, agent_run_id: int, before: str | None, after: str | None) -> dict[str, Any]:
@@ -232,10 +239,10 @@ class AgentAutomationClient:
 
     @_checked
     async def update_check_suite_settings(self, repo_id: Id, *, check_retry_count: CheckRetryCount | None = None,
-                                          ignored_checks: list[str] | None = None,
-                                          check_retry_counts: dict[str, CheckRetryCount] | None = None,
-                                          custom_prompts: dict[str, str] | None = None,
-                                          high_priority_apps: list[str] | None = None) -> dict[str, Any]:
+                                          ignored_checks: CheckLists | None = None,
+                                          check_retry_counts: CheckRetryCounts | None = None,
+                                          custom_prompts: CheckPrompts | None = None,
+                                          high_priority_apps: CheckLists | None = None) -> dict[str, Any]:
         """Partial update: only the fields given change."""
         body = _without_none(check_retry_count=check_retry_count, ignored_checks=ignored_checks,
                              check_retry_counts=check_retry_counts, custom_prompts=custom_prompts,
@@ -249,7 +256,7 @@ class AgentAutomationClient:
 
     @_checked
     async def generate_setup_commands(self, repo_id: Id, prompt: Prompt | None = None,
-                                      trigger_source: str | None = None) -> SetupCommands:
+                                      trigger_source: TriggerSource | None = None) -> SetupCommands:
         body = _without_none(repo_id=repo_id, prompt=prompt, trigger_source=trigger_source)
         data = await self._call("generate_setup_commands", json=body)
         return _parse(SetupCommands, data, "generate_setup_commands")
@@ -284,7 +291,8 @@ class AgentAutomationClient:
         return _parse(WebhookConfig, await self._call("get_webhook"), "get_webhook")
 
     @_checked
-    async def set_webhook(self, url: WebhookUrl, secret: str | None = None, enabled: bool = True) -> dict[str, Any]:
+    async def set_webhook(self, url: WebhookUrl, secret: WebhookSecret | None = None,
+                          enabled: bool = True) -> dict[str, Any]:
         body = _without_none(url=url, secret=secret, enabled=enabled)
         return _as_object(await self._call("set_webhook", json=body))
 

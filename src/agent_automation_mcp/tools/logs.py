@@ -107,7 +107,7 @@ class _Collected:
 async def get_agent_run_logs(
     agent_run_id: Id, ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100,
     reverse: Annotated[bool, Field(description="Newest entries first.")] = False,
-    message_types: Annotated[list[MessageType] | None, Field(  # type: ignore[valid-type]
+    message_types: Annotated[list[MessageType] | None, Field(max_length=len(MESSAGE_TYPES),  # type: ignore[valid-type]
         description="Only return entries of these types (e.g. ERROR, FINAL_ANSWER).")] = None,
     all_pages: Annotated[bool, Field(
         description=f"Follow pages for up to {PAGING_SECONDS:g} s (at most {MAX_ENTRIES} entries, "

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from ..api.errors import ApiError
 from ..api.models import AgentRun, LogPage
-from ..api.params import NOT_BOOL, AgentType, Id, Prompt, SourceType
+from ..api.params import STRICT_INT, AgentType, Id, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
 from .results import Output, PageLimit, PageSkip, next_skip, ok, trim_text
@@ -25,7 +25,8 @@ WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answ
 POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
-                                   description="Wait up to this many seconds for the run to finish (0-50)."), NOT_BOOL]
+                                   description="Wait up to this many seconds for the run to finish (0-50)."),
+                       STRICT_INT]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
 
 

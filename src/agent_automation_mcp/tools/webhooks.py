@@ -9,7 +9,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.models import WebhookConfig
-from ..api.params import WebhookUrl
+from ..api.params import WebhookSecret, WebhookUrl
 from .callers import client_for
 from .registry import Toolset
 from .results import Output, ok
@@ -33,7 +33,7 @@ async def get_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookConfig]:
 @toolset.tool("Set webhook", "set_webhook")
 async def set_webhook(
     url: WebhookUrl, ctx: Context,
-    secret: Annotated[str | None, Field(max_length=500, description="Shared secret to sign deliveries.")] = None,
+    secret: Annotated[WebhookSecret | None, Field(description="Shared secret to sign deliveries.")] = None,
     enabled: Annotated[bool, Field(description="false keeps the URL but pauses deliveries.")] = True,
 ) -> Annotated[CallToolResult, WebhookChange]:
     """Set (or replace) the organisation's agent-run completion webhook."""
