@@ -34,9 +34,10 @@ def visible_tree(value: Any) -> Any:
     return value
 
 
-def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:
-    """A short, single-line, visible excerpt, marked when cut."""
-    flat = " ".join(visible(text).split())
+def excerpt(text: str, secret: str, max_chars: int = EXCERPT_CHARS) -> str:
+    """A short, single-line, visible excerpt, marked when cut; `secret` is redacted before cutting, so no part
+    of it survives a cut through it."""
+    flat = " ".join(visible(redact(text, secret)).split())
     return flat if len(flat) <= max_chars else f"{flat[:max_chars]}…"
 
 

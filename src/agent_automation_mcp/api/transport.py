@@ -87,16 +87,9 @@ class ApiTransport:
                    bulk: bool = False) -> Any:
         """Send `op` for `credentials` and return the decoded JSON body, or raise an `ApiError`.
 
-        No error carries the caller's token, even when the service echoes it back.
+        Errors quote the service in short excerpts without the caller's token, even when the service echoes it.
         """
-        try:
-            return await self._send(op, credentials, path=path, query=query, json=json, deadline=deadline, bulk=bulk)
-        except ApiError as exc:
-            exc.message, exc.details, exc.hint = redact((exc.message, exc.details, exc.hint), credentials.token)
-            raise
-
-    async def _send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None,
-                    query: Query | None, json: Any, deadline: float | None, bulk: bool) -> Any:
+        secret = credentials.token
         path_values = dict(path or {})
         if "org_id" in op.path_params:
             path_values["org_id"] = require_org_id(credentials)
@@ -144,22 +137,22 @@ class ApiTransport:
                     logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
                     await anyio.sleep(wait)
                     continue
-                raise _error_from_response(op, response, retry_after=wait)
+                raise _error_from_response(op, response, secret, retry_after=wait)
             if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
                 logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)
                 self._on_fallback.add(op.name)
                 continue
             if 300 <= status < 400:
-                raise _redirect_error(op, response)
+                raise _redirect_error(op, response, secret)
             if status >= 500:
                 if op.retry_safe and retries < MAX_RETRIES and await _backoff(retries, deadline):
                     retries += 1
                     continue
                 if not op.retry_safe:
-                    raise outcome_unknown(op, f"the service answered {status} ({_message(response)}) to {op.name}",
-                                          status)
+                    said = _message(response, secret)
+                    raise outcome_unknown(op, f"the service answered {status} ({said}) to {op.name}", status)
             if not 200 <= status < 300:
-                raise _error_from_response(op, response)
+                raise _error_from_response(op, response, secret)
             return _json_body(op, response)
 
 
@@ -227,11 +220,11 @@ def outcome_unknown(op: Operation, message: str, status: int | None = None) -> O
     return OutcomeUnknownError(message, status=status, operation=op.name, hint=hint)
 
 
-def _redirect_error(op: Operation, response: httpx2.Response) -> ApiError:
+def _redirect_error(op: Operation, response: httpx2.Response, secret: str) -> ApiError:
     """Not followed: the request (and its token) would go to an address nobody configured."""
     status = response.status_code
     location = response.headers.get("Location")
-    where = f"to {excerpt(location, 120)}" if location else "without a Location"
+    where = f"to {excerpt(location, secret, 120)}" if location else "without a Location"
     return UnexpectedStatusError(
         f"the service answered {status}, a redirect {where}, to {op.name}; it was not followed", status=status,
         operation=op.name,
@@ -246,18 +239,18 @@ def _decode(response: httpx2.Response) -> Any:
         return None
 
 
-def _message(response: httpx2.Response) -> str:
+def _message(response: httpx2.Response, secret: str) -> str:
     """The service's own words: `message`, else `detail` (string or list), else `error`, else the text."""
     body = _decode(response)
     if isinstance(body, dict):
         for key in ("message", "detail", "error"):
             value = body.get(key)
             if isinstance(value, str) and value.strip():
-                return excerpt(value)
+                return excerpt(value, secret)
             if isinstance(value, list) and value:
-                return excerpt("; ".join(_validation_item(item) for item in value[:10]))
+                return excerpt("; ".join(_validation_item(item) for item in value[:10]), secret)
     text = response.text.strip()
-    return excerpt(text) if text else f"HTTP {response.status_code}"
+    return excerpt(text, secret) if text else f"HTTP {response.status_code}"
 
 
 def _validation_item(item: Any) -> str:
@@ -275,7 +268,8 @@ def _route_missing(response: httpx2.Response) -> bool:
     return "message" not in body and str(body.get("detail", "")).strip().lower() == "not found"
 
 
-def _error_from_response(op: Operation, response: httpx2.Response, *, retry_after: float | None = None) -> ApiError:
+def _error_from_response(op: Operation, response: httpx2.Response, secret: str, *,
+                         retry_after: float | None = None) -> ApiError:
     status = response.status_code
     error_type = error_class_for_status(status)
     details = None
@@ -283,9 +277,10 @@ def _error_from_response(op: Operation, response: httpx2.Response, *, retry_afte
         body = _decode(response)
         items = body.get("detail") if isinstance(body, dict) else None
         if isinstance(items, list):  # the service's words: a few, short, without the values it was sent
-            details = [{"loc": item.get("loc"), "msg": excerpt(str(item.get("msg", ""))), "type": item.get("type")}
-                       if isinstance(item, dict) else excerpt(str(item)) for item in items[:MAX_DETAILS]]
-    return error_type(_message(response), status=status, details=details, retry_after=retry_after,
+            details = [{"loc": redact(item.get("loc"), secret), "msg": excerpt(str(item.get("msg", "")), secret),
+                        "type": item.get("type")} if isinstance(item, dict) else excerpt(str(item), secret)
+                       for item in items[:MAX_DETAILS]]
+    return error_type(_message(response, secret), status=status, details=details, retry_after=retry_after,
                       operation=op.name)
 
 
