@@ -26,6 +26,13 @@ class InternalError(ApiError):
                     "details. Try again once; if it repeats, report it.")
 
 
+class CancelledByUserError(ApiError):
+    """The user declined or cancelled the confirmation a destructive tool asked for."""
+
+    kind = "cancelled"
+    default_hint = "The user did not confirm, so nothing was sent. Do not try again unless the user asks for it."
+
+
 def error_result(error: ApiError) -> CallToolResult:
     body: dict[str, Any] = {"kind": error.kind, "status": error.status, "message": error.message}
     if error.retry_after is not None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
 
 from ..api.params import Provider
 from .callers import client_for
+from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
 from .results import Output, ok
 
@@ -45,10 +46,18 @@ def _state(is_active: bool | None) -> str:
     return "active" if is_active else "revoked" if is_active is False else "(state not given)"
 
 
+def _revoke_question(provider: str, ctx: Context) -> Question:
+    return ask(ctx, f"Revoke all of your {provider} OAuth tokens in this organisation: you will have to reconnect "
+                    f"{provider} in the web app.")
+
+
 @toolset.tool("Revoke OAuth tokens", "revoke_oauth_tokens")
-async def revoke_oauth_tokens(provider: Provider, ctx: Context) -> Annotated[CallToolResult, OAuthRevocation]:
+async def revoke_oauth_tokens(provider: Provider, ctx: Context,
+                              confirmed: Annotated[Answer, Resolve(_revoke_question)]) -> Annotated[
+        CallToolResult, OAuthRevocation]:
     """Revoke ALL of the current user's OAuth tokens for one provider in the organisation. The user must
     reconnect that provider in the web app afterwards. Only on the user's explicit request."""
+    require_confirmation(confirmed, "revoke_oauth_tokens")
     response = await (await client_for(ctx)).revoke_oauth_tokens(provider)
     said = response.get("message")
     return ok(OAuthRevocation(provider=provider, response=response),

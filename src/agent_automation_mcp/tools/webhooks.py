@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.models import WebhookConfig
 from ..api.params import WebhookSecret, WebhookUrl
 from .callers import client_for
+from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
 from .results import Output, ok
 
@@ -41,9 +42,15 @@ async def set_webhook(
     return ok(WebhookChange(action="set", url=url, response=response), f"Webhook set to {url}")
 
 
+def _delete_question(ctx: Context) -> Question:
+    return ask(ctx, "Delete the organisation's agent-run completion webhook: no deliveries until one is set again.")
+
+
 @toolset.tool("Delete webhook", "delete_webhook")
-async def delete_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookChange]:
+async def delete_webhook(ctx: Context, confirmed: Annotated[Answer, Resolve(_delete_question)]) -> Annotated[
+        CallToolResult, WebhookChange]:
     """Remove the organisation's agent-run completion webhook."""
+    require_confirmation(confirmed, "delete_webhook")
     response = await (await client_for(ctx)).delete_webhook()
     return ok(WebhookChange(action="deleted", response=response), "Webhook deleted")
 
