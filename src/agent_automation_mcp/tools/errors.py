@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from ..api.errors import ApiError, InvalidRequestError
+from ..api.text import visible_tree
 
 
 class InternalError(ApiError):
@@ -40,6 +41,7 @@ def error_result(error: ApiError) -> CallToolResult:
     if error.details is not None:
         body["details"] = error.details
     body["hint"] = error.hint
+    body = visible_tree(body)
     return CallToolResult(is_error=True, structured_content={"error": body},
                           content=[TextContent(type="text", text=_one_line(body))])
 

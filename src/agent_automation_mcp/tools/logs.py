@@ -17,13 +17,13 @@ from ..api.models import MESSAGE_TYPES, LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, ok, trim_text
+from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, label, ok, trim_text
 
 toolset = Toolset("logs")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries
-MAX_RESULT_CHARS: Final = 60_000  # and about this much JSON (~15k tokens), so one call cannot flood a context
+MAX_RESULT_CHARS: Final = PAGE_ITEMS_CHARS  # and about this much JSON of entries
 
 MessageType = Literal[MESSAGE_TYPES]  # type: ignore[valid-type]
 
@@ -122,7 +122,7 @@ async def get_agent_run_logs(
     taken = _Collected(state_of(ctx).settings.max_field_chars, set(message_types or ()))
     started = time.monotonic()
     position: int | None = skip
-    note = page = None
+    note = page = stopped = None
     while position is not None:
         try:
             page = await client.get_agent_run_logs(agent_run_id, skip=position, limit=limit, reverse=reverse)
@@ -131,6 +131,7 @@ async def get_agent_run_logs(
                 raise
             retry = f"; retry after {exc.retry_after:.1f} s" if exc.retry_after else ""
             note = f"stopped early ({exc.kind}: {exc.message}{retry}): continue from next_skip"
+            stopped = f"stopped early ({exc.kind}{retry}): continue from next_skip"
             break
         consumed = taken.take(page.logs)
         if consumed < len(page.logs):  # the budget ran out inside this page
@@ -154,4 +155,4 @@ async def get_agent_run_logs(
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
     return ok(out, f"{len(out.entries)} entries (read {out.read} of {page.total_logs}) from run {agent_run_id}, "
-                   f"{page.status}; {end}{f'; {note}' if note else ''}")
+                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}")

@@ -11,7 +11,7 @@ from ..api.params import Provider
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
-from .results import Output, ok
+from .results import Output, label, ok
 
 toolset = Toolset("oauth")
 
@@ -38,7 +38,7 @@ async def get_oauth_token_status(ctx: Context) -> Annotated[CallToolResult, OAut
     """Show the current user's OAuth connections in the organisation: provider, whether the token is active
     (revoked ones are not), scopes."""
     tokens = [OAuthConnection.pick(token) for token in await (await client_for(ctx)).get_oauth_token_status()]
-    states = ", ".join(f"{t.provider or '?'} {_state(t.is_active)}" for t in tokens)
+    states = ", ".join(f"{label(t.provider, '?')} {_state(t.is_active)}" for t in tokens)
     return ok(OAuthStatus(tokens=tokens), f"{len(tokens)} OAuth tokens{': ' + states if states else ''}")
 
 
@@ -59,6 +59,5 @@ async def revoke_oauth_tokens(provider: Provider, ctx: Context,
     reconnect that provider in the web app afterwards. Only on the user's explicit request."""
     require_confirmation(confirmed, "revoke_oauth_tokens")
     response = await (await client_for(ctx)).revoke_oauth_tokens(provider)
-    said = response.get("message")
     return ok(OAuthRevocation(provider=provider, response=response),
-              f"Revoked the user's {provider} OAuth tokens{f': {said}' if isinstance(said, str) else ''}")
+              f"Revoked the user's {provider} OAuth tokens; the service's answer is in the result")

@@ -12,7 +12,7 @@ from ..api.params import Id, PullRequestState
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
-from .results import Output, ok
+from .results import Output, label, ok
 
 toolset = Toolset("pulls")
 
@@ -41,4 +41,4 @@ async def edit_pull_request(
     require_confirmation(confirmed, "edit_pull_request")
     edit = await (await client_for(ctx)).edit_pull_request(pr_id, state, repo_id)
     out = PullRequestChange(pr_id=pr_id, state=edit.state or state, url=edit.url, number=edit.number, title=edit.title)
-    return ok(out, f"Pull request {out.number or pr_id} is now {out.state}{f': {out.url}' if out.url else ''}")
+    return ok(out, f"Pull request {out.number or pr_id} is now {label(out.state)}; its URL and title are in the result")

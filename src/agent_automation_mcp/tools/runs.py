@@ -15,7 +15,7 @@ from ..api.models import AgentRun, LogPage
 from ..api.params import STRICT_INT, AgentType, Id, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, next_skip, ok, trim_text
+from .results import Output, PageLimit, PageSkip, fit_page, label, ok, trim_text
 
 toolset = Toolset("runs")
 
@@ -58,8 +58,8 @@ class Run(Output):
         )
 
     def describe(self) -> str:
-        return f"Run {self.id} is {self.status or 'of unknown status'}{' (finished)' if self.is_terminal else ''}: " \
-               f"{self.web_url}"
+        finished = " (finished)" if self.is_terminal else ""
+        return f"Run {self.id} is {label(self.status, 'of unknown status')}{finished}; web_url in the result"
 
 
 class WaitedRun(Run):
@@ -89,7 +89,7 @@ async def create_agent_run(
     id, status and web_url. Each call starts a new run (limit: 10 per minute)."""
     client = await client_for(ctx)
     run = Run.of(await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type), _max_chars(ctx))
-    return ok(run, f"Started run {run.id} ({run.status}): {run.web_url}")
+    return ok(run, f"Started run {run.id} ({label(run.status)}); web_url in the result")
 
 
 @toolset.tool("Get agent run", "get_agent_run")
@@ -102,7 +102,7 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
     started = time.monotonic()
     run = await client.get_agent_run(agent_run_id)
     polls = 0
-    note = None
+    note = stopped = None
     while not run.is_terminal and (left := started + wait_seconds - time.monotonic()) > 0:
         waited = time.monotonic() - started
         await ctx.report_progress(waited, wait_seconds, f"run {agent_run_id} is {run.status}; waited {waited:.0f} s")
@@ -112,11 +112,12 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
             run = await client.get_agent_run(agent_run_id)
         except ApiError as exc:  # answer with the last status seen rather than lose it
             note = f"stopped waiting ({exc.kind}: {exc.message}); this is the last status seen"
+            stopped = f"stopped waiting ({exc.kind}); this is the last status seen"
             break
     out = WaitedRun(**Run.of(run, _max_chars(ctx)).model_dump(), waited_seconds=round(time.monotonic() - started, 1),
                     note=note)
     more = "" if out.is_terminal or not wait_seconds else f" after waiting {out.waited_seconds:g} s; call again to wait"
-    return ok(out, out.describe() + more + (f"; {note}" if note else ""))
+    return ok(out, out.describe() + more + (f"; {stopped}" if stopped else ""))
 
 
 @toolset.tool("List agent runs", "list_agent_runs")
@@ -129,8 +130,8 @@ async def list_agent_runs(
     Returns runs with status and web_url, the total and next_skip for the next page."""
     client = await client_for(ctx)
     page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=skip, limit=limit)
-    out = RunList(runs=[Run.of(r, _max_chars(ctx)) for r in page.items], total=page.total,
-                  next_skip=next_skip(skip, len(page.items), limit, page.total))
+    runs, following = fit_page([Run.of(r, _max_chars(ctx)) for r in page.items], skip, limit, page.total)
+    out = RunList(runs=runs, total=page.total, next_skip=following)
     return ok(out, f"{len(out.runs)} runs (of {out.total if out.total is not None else 'unknown'} in total)"
                    f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}")
 

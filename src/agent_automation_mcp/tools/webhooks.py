@@ -28,7 +28,8 @@ class WebhookChange(Output):
 async def get_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookConfig]:
     """Show the webhook called when an agent run finishes (url, enabled, whether a secret is set)."""
     out = await (await client_for(ctx)).get_webhook()
-    return ok(out, f"Webhook {out.url or 'not set'}{'' if out.enabled or not out.url else ' (disabled)'}")
+    state = "not set" if not out.url else "set" if out.enabled else "set but disabled"
+    return ok(out, f"Webhook {state}{'; its URL is in the result' if out.url else ''}")
 
 
 @toolset.tool("Set webhook", "set_webhook")
