@@ -255,7 +255,16 @@ async def test_the_configured_bucket_map_decides_what_a_request_is_charged_to(sa
 
 
 class _EchoingService(http.server.BaseHTTPRequestHandler):
-    """A service that quotes the caller's Authorization header back, with hidden controls and at length."""
+    """A service that quotes the caller's Authorization header back, with hidden controls and at length, and
+    accepts any POST with a 202 whose body is not what the operation answers."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(202)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"[]")
 
     def do_GET(self) -> None:
         status = 422 if "users" in self.path else 400
@@ -297,3 +306,11 @@ async def test_errors_quote_a_short_visible_excerpt_and_never_the_token(echoing_
         assert "\u202e" not in shown and "\u202c" not in shown
         assert len(error.message) <= 250
     assert len(invalid.value.details) <= 20 and all("input" not in item for item in invalid.value.details)
+
+
+async def test_a_success_status_with_the_wrong_body_is_reported_with_that_status(echoing_service: str) -> None:
+    async with ApiTransport(ApiSettings(token="t", org_id=1, base_url=echoing_service, timeout=5.0)) as transport:
+        with pytest.raises(e.OutcomeUnknownError) as unknown:
+            await AgentAutomationClient(transport, Credentials("t", 1)).within(10).create_agent_run("x")
+    assert unknown.value.status == 202 and "answered 202" in unknown.value.message
+    assert "200" not in unknown.value.message and "Check with a get or list call" in unknown.value.hint

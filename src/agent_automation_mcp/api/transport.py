@@ -14,6 +14,7 @@ every other status outside 2xx, are errors that name the real status.
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import random
 import time
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import httpx2
+from pydantic import TypeAdapter, ValidationError
 
 from .credentials import Credentials
 from .errors import (
@@ -84,8 +86,9 @@ class ApiTransport:
 
     async def send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None = None,
                    query: Query | None = None, json: Any = None, deadline: float | None = None,
-                   bulk: bool = False) -> Any:
-        """Send `op` for `credentials` and return the decoded JSON body, or raise an `ApiError`.
+                   bulk: bool = False, model: Any = None) -> Any:
+        """Send `op` for `credentials` and return the decoded JSON body (read as `model` if given, so a shape
+        we cannot read is reported with the status that came with it), or raise an `ApiError`.
 
         Errors quote the service in short excerpts without the caller's token, even when the service echoes it.
         """
@@ -153,7 +156,7 @@ class ApiTransport:
                     raise outcome_unknown(op, f"the service answered {status} ({said}) to {op.name}", status)
             if not 200 <= status < 300:
                 raise _error_from_response(op, response, secret)
-            return _json_body(op, response)
+            return _read(op, response, model)
 
 
 def require_org_id(credentials: Credentials) -> int:
@@ -284,13 +287,25 @@ def _error_from_response(op: Operation, response: httpx2.Response, secret: str, 
                       operation=op.name)
 
 
-def _json_body(op: Operation, response: httpx2.Response) -> Any:
+def _read(op: Operation, response: httpx2.Response, model: Any) -> Any:
     if not response.content:
         raise unreadable_answer(op, response.status_code, "no body")
     try:
-        return response.json()
+        body = response.json()
     except ValueError:
         raise unreadable_answer(op, response.status_code, "a body that is not JSON") from None
+    if model is None:
+        return body
+    try:
+        return _adapter(model).validate_python(body)
+    except ValidationError as exc:
+        raise unreadable_answer(op, response.status_code, f"an unexpected shape ({exc.error_count()} problems)") \
+            from None
+
+
+@functools.lru_cache(maxsize=64)
+def _adapter(model: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(model)
 
 
 def unreadable_answer(op: Operation, status: int, what: str) -> ApiError:
