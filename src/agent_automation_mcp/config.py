@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -66,6 +68,33 @@ def parse_org_id(value: str | None) -> int | None:
     return org_id
 
 
+def check_base_url(url: str) -> None:
+    """Refuse a base URL that would send the token in clear text or put a password in logs (never echoing it)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        raise ValueError("the base URL (AGENT_AUTOMATION_BASE_URL or --base-url) is not a valid URL") from None
+    if parts.username is not None or parts.password is not None:
+        shown = urllib.parse.urlunsplit(parts._replace(netloc=f"…@{parts.netloc.rpartition('@')[2]}"))
+        raise ValueError(f"the base URL {shown} carries a user name or password; remove them (the API token in "
+                         "AGENT_AUTOMATION_API_TOKEN is the only credential, and a URL ends up in logs)")
+    if parts.scheme not in ("https", "http") or not host:
+        raise ValueError(f"the base URL {url!r} must be an https:// URL with a host")
+    if parts.scheme == "http" and not _is_loopback(host):
+        raise ValueError(f"the base URL {url} is plain http:// to another machine, so the API token would travel "
+                         "in clear text; use https:// (http:// is only for loopback: 127.0.0.1, ::1, localhost)")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
     """How to reach the service and pace calls to it."""
@@ -80,6 +109,9 @@ class ApiSettings:
     rate_margin: float = 0.25  # seconds kept free beyond each window, for network jitter
     max_replicas: int = 4  # bounds the replica count; each paces at 1/max_replicas while Redis is unreachable
     bucket_map: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operation -> buckets, over the table's
+
+    def __post_init__(self) -> None:
+        check_base_url(self.base_url)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:

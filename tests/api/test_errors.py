@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -253,3 +256,65 @@ async def test_the_configured_bucket_map_decides_what_a_request_is_charged_to(sa
         await client.list_repositories()  # not mapped: still only the standard bucket
     assert paced.value.status is None and paced.value.retry_after and paced.value.retry_after > 2
     assert len(_calls(sandbox, "get_agent_run", mark)) == 1
+
+
+class _EchoingService(http.server.BaseHTTPRequestHandler):
+    """A service that quotes the caller's Authorization header back, with hidden controls and at length, and
+    accepts any POST with a 202 whose body is not what the operation answers."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(202)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"[]")
+
+    def do_GET(self) -> None:
+        status = 422 if "users" in self.path else 400
+        said = f"{'y' * 190} token {self.headers['Authorization']} refused \u202egnp.exe\u202c {'x' * 5000}"
+        body = {"detail": [{"loc": ["query", "limit"], "msg": said, "input": said}] * 50} if status == 422 \
+            else {"message": said}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def echoing_service() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoingService)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(5)
+
+
+async def test_errors_quote_a_short_visible_excerpt_and_never_the_token(echoing_service: str) -> None:
+    token = "tok-echoed-back-0123456789"
+    async with ApiTransport(ApiSettings(token=token, org_id=1, base_url=echoing_service, timeout=5.0)) as transport:
+        client = AgentAutomationClient(transport, Credentials(token, 1)).within(10)
+        with pytest.raises(e.BadRequestError) as bad:
+            await client.get_agent_run(5)
+        with pytest.raises(e.ValidationFailedError) as invalid:
+            await client.list_users()
+    for error in (bad.value, invalid.value):
+        shown = f"{error.message} {error.details} {error.hint}"
+        assert token[:6] not in shown  # not even the part before a cut
+        assert "\u202e" not in shown and "\u202c" not in shown
+        assert len(error.message) <= 250
+    assert len(invalid.value.details) <= 20 and all("input" not in item for item in invalid.value.details)
+
+
+async def test_a_success_status_with_the_wrong_body_is_reported_with_that_status(echoing_service: str) -> None:
+    async with ApiTransport(ApiSettings(token="t", org_id=1, base_url=echoing_service, timeout=5.0)) as transport:
+        with pytest.raises(e.OutcomeUnknownError) as unknown:
+            await AgentAutomationClient(transport, Credentials("t", 1)).within(10).create_agent_run("x")
+    assert unknown.value.status == 202 and "answered 202" in unknown.value.message
+    assert "200" not in unknown.value.message and "Check with a get or list call" in unknown.value.hint

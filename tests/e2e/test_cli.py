@@ -44,12 +44,17 @@ def test_sandbox_flag_says_so_on_stderr() -> None:
     ([], {"AGENT_AUTOMATION_TIMEOUT": "abc"}, "AGENT_AUTOMATION_TIMEOUT must be a number"),
     ([], {"AGENT_AUTOMATION_MAX_REPLICAS": "0"}, "AGENT_AUTOMATION_MAX_REPLICAS must be an integer >= 1"),
     ([], {"AGENT_AUTOMATION_READ_ONLY": "enabled"}, "AGENT_AUTOMATION_READ_ONLY must be one of 1, true, yes, on"),
+    ([], {"AGENT_AUTOMATION_BASE_URL": "http://api.example.com"}, "clear text; use https://"),
+    (["--base-url", "http://10.0.0.5:8080"], {}, "clear text; use https://"),
+    (["--base-url", "https://me:hunter2@api.example.com"], {}, "carries a user name or password"),
+    ([], {"AGENT_AUTOMATION_BASE_URL": "https://:hunter2@api.example.com"}, "carries a user name or password"),
+    ([], {"AGENT_AUTOMATION_BASE_URL": "ftp://api.example.com"}, "must be an https:// URL"),
 ])
 def test_bad_settings_exit_with_a_message(args: list[str], env: dict[str, str], message: str) -> None:
     done = subprocess.run([*COMMAND, *args], env=clean_env(**env), capture_output=True, text=True, timeout=30,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and message in done.stderr and done.stdout == ""
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr and "hunter2" not in done.stderr
 
 
 @pytest.mark.parametrize(("host", "loopback"), [

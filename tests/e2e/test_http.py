@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 from harness import MODES, HttpServer, clean_env, error_of
 from mcp import Client, MCPError
+from mcp.client.session import ClientRequestContext
+from mcp.types import ElicitRequestParams, ElicitResult
 from scenario import LONG_RUN, check_every_tool
 
 
@@ -52,3 +56,22 @@ async def test_without_a_token_and_read_only_over_http(mode: str) -> None:
     assert "get_agent_run" in listed and "create_agent_run" not in listed
     assert error["kind"] == "configuration" and "AGENT_AUTOMATION_API_TOKEN" in error["hint"]
     assert hidden.value.error.code == -32602
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_destructive_tool_asks_the_user_over_http(http_server: HttpServer, mode: str) -> None:
+    asked: list[str] = []
+
+    def answering(action: str) -> Any:
+        async def user(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+            asked.append(params.message)
+            return ElicitResult(action=action, content={"confirm": True} if action == "accept" else None)  # type: ignore[arg-type]
+        return user
+
+    async with Client(http_server.url, mode=mode, elicitation_callback=answering("decline")) as client:
+        declined = error_of(await client.call_tool("delete_webhook", {}))
+    async with Client(http_server.url, mode=mode, elicitation_callback=answering("accept")) as client:
+        accepted = await client.call_tool("delete_webhook", {})
+    assert declined["kind"] == "cancelled" and not accepted.is_error
+    assert len(asked) == 2 and all("webhook" in question for question in asked)

@@ -1,4 +1,5 @@
-"""Fault switches: 500s, dropped connections, broken bodies, latency; per operation; seeded; mutable at runtime."""
+"""Fault switches: 500s, 429s, redirects, dropped connections, broken or empty bodies, latency; per operation;
+seeded; mutable at runtime."""
 
 from __future__ import annotations
 
@@ -50,6 +51,24 @@ def test_a_dropped_connection_loses_the_answer_but_not_the_effect(api: httpx2.Cl
     assert (record.status, record.fault) == (None, "drop")
 
 
+@pytest.mark.parametrize(("fault", "status", "handled"), [
+    ("throttle_rate", 429, False), ("redirect_rate", 307, False), ("empty_rate", 202, True)])
+def test_throttles_redirects_and_empty_answers(api: httpx2.Client, sandbox: SandboxServer, fault: str, status: int,
+                                               handled: bool) -> None:
+    before = run_count(api, sandbox)
+    put_faults(sandbox, **{fault: 1.0}, operations=["create_agent_run"])
+    response = api.post(org_path(sandbox, "/agent/run"), json={"prompt": "x"})
+    put_faults(sandbox)
+    assert response.status_code == status
+    assert run_count(api, sandbox) == before + handled
+    if status == 429:
+        assert response.headers["Retry-After"] == "0"
+    if status == 307:
+        assert response.headers["Location"].startswith("https://moved.invalid/v1/organizations/")
+    if status == 202:
+        assert response.content == b""
+
+
 def test_malformed_bodies_are_200_and_not_json(api: httpx2.Client, sandbox: SandboxServer) -> None:
     sandbox.faults.malformed_rate = 1.0
     response = api.get(org_path(sandbox, "/agent/run/401"))
@@ -75,7 +94,7 @@ def test_the_fault_control_validates_and_reports(sandbox: SandboxServer) -> None
     assert httpx2.put(f"{sandbox.url}/_sandbox/faults", content=b"{").status_code == 400
     current = put_faults(sandbox, error_rate=0.25, operations=["get_user"]).json()
     assert current == {"latency": 0.0, "error_rate": 0.25, "drop_rate": 0.0, "malformed_rate": 0.0,
-                       "operations": ["get_user"]}
+                       "throttle_rate": 0.0, "redirect_rate": 0.0, "empty_rate": 0.0, "operations": ["get_user"]}
     assert httpx2.get(f"{sandbox.url}/_sandbox/faults").json() == current
     with pytest.raises(ValueError):
         Faults(drop_rate=-0.1)

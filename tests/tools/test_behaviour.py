@@ -197,7 +197,7 @@ async def test_runs_filtered_by_status_here_page_on_within_a_bound_and_say_so(mo
 
 @pytest.mark.anyio
 async def test_a_run_list_stays_within_its_character_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runs, "MAX_RESULT_CHARS", 1500)
+    monkeypatch.setattr(runs, "PAGE_ITEMS_CHARS", 1500)
     async with connected() as (client, _):
         first = (await client.call_tool("list_agent_runs", {"limit": 9})).structured_content
         rest = (await client.call_tool("list_agent_runs", {"skip": first["next_skip"]})).structured_content

@@ -76,6 +76,18 @@ async def test_without_a_token_every_tool_says_how_to_set_it() -> None:
     ("set_webhook", {"url": "ftp://x"}, "url"),
     ("get_agent_run", {"agent_run_id": True}, "agent_run_id"),
     ("create_agent_run", {"prompt": "x", "repository_id": 5}, "repository_id"),  # misspelt: never dropped silently
+    # Ids are decimal digits within int64, nothing a lax parser would guess at.
+    ("get_agent_run", {"agent_run_id": "4_2"}, "agent_run_id"),
+    ("get_agent_run", {"agent_run_id": " 42 "}, "agent_run_id"),
+    ("get_agent_run", {"agent_run_id": 42.0}, "agent_run_id"),
+    ("get_agent_run", {"agent_run_id": 10**30}, "agent_run_id"),
+    ("get_agent_run", {"agent_run_id": 2**63}, "agent_run_id"),
+    ("list_agent_runs", {"skip": "1e3"}, "skip"),
+    # Every string and list has a bound, so nothing oversized is forwarded.
+    ("update_check_suite_settings", {"repo_id": 1, "ignored_checks": ["lint"] * 200_000}, "ignored_checks"),
+    ("update_check_suite_settings", {"repo_id": 1, "custom_prompts": {"lint": "x" * 1_000_000}}, "custom_prompts"),
+    ("update_check_suite_settings", {"repo_id": 1, "high_priority_apps": ["x" * 201]}, "high_priority_apps"),
+    ("get_agent_run_logs", {"agent_run_id": 1, "message_types": ["ERROR"] * 21}, "message_types"),
 ])
 async def test_invalid_arguments_are_refused_before_any_request(name: str, arguments: dict[str, Any],
                                                                  field: str) -> None:
@@ -87,6 +99,34 @@ async def test_invalid_arguments_are_refused_before_any_request(name: str, argum
     assert error["status"] is None
     assert any(detail["loc"][0] == field for detail in error["details"])
     assert "nothing was sent" in error["hint"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("run_id", ["42", 42, 2**63 - 1])
+async def test_an_id_in_decimal_digits_is_sent_quoted_or_not(run_id: int | str) -> None:
+    server = build_server(ApiSettings(token=SECRET, org_id=1, base_url=_closed_port_url()), ServerSettings())
+    async with Client(server) as client:
+        _assert_error_shape(await client.call_tool("get_agent_run", {"agent_run_id": run_id}), "connection")
+
+
+def test_every_string_and_list_argument_has_a_bound() -> None:
+    def unbounded(schema: Any, where: str) -> list[str]:
+        if isinstance(schema, list):
+            return [w for i, item in enumerate(schema) for w in unbounded(item, f"{where}[{i}]")]
+        if not isinstance(schema, dict):
+            return []
+        found = []
+        types = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
+        bounded = {"string": ("maxLength", "enum", "const"), "array": ("maxItems",), "object": ("maxProperties",)}
+        for kind, keys in bounded.items():
+            if kind in types and not any(key in schema for key in keys) and where.count(".") > 1:
+                found.append(where)
+        return found + [w for key, value in schema.items() for w in unbounded(value, f"{where}.{key}")]
+
+    for spec in all_tools():
+        server = build_server(ApiSettings(), ServerSettings(toolsets=TOOLSETS))
+        (tool,) = [t for t in server._tool_manager.list_tools() if t.name == spec.name]
+        assert unbounded(tool.parameters, spec.name) == [], spec.name
 
 
 @pytest.mark.anyio

@@ -11,9 +11,9 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
-from pydantic import TypeAdapter, ValidationError, validate_call
+from pydantic import BeforeValidator, ValidationError, validate_call
 
 from .credentials import Credentials
 from .errors import InvalidRequestError, OperationFailedError
@@ -39,23 +39,29 @@ from .models import (
 from .operations import OPERATIONS
 from .params import (
     AgentType,
+    CardOrderId,
+    CheckLists,
+    CheckPrompts,
     CheckRetryCount,
+    CheckRetryCounts,
     Id,
     Images,
     Limit,
     Metadata,
+    ModelName,
     Prompt,
     Provider,
     PullRequestState,
     Skip,
     SourceType,
+    TriggerSource,
+    WebhookSecret,
     WebhookUrl,
 )
-from .transport import ApiTransport, Query, require_org_id, unreadable_answer
+from .transport import ApiTransport, Query, require_org_id
 
 P = ParamSpec("P")
 R = TypeVar("R")
-M = TypeVar("M")
 
 
 def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -68,7 +74,7 @@ def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         named = signature.bind(*args, **kwargs).arguments  # so errors name the argument, not its position
         try:
             return await validated(**named)
-        except ValidationError as exc:  # responses are parsed with `_parse`, so this is about the arguments
+        except ValidationError as exc:  # responses are read by the transport, so this is about the arguments
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             raise InvalidRequestError(f"{method.__name__}: {problems}", details=exc.errors(include_url=False),
                                       operation=method.__name__) from None
@@ -76,12 +82,16 @@ def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
-def _parse(model: type[M] | Any, data: Any, operation: str) -> M:
-    try:
-        return TypeAdapter(model).validate_python(data)
-    except ValidationError as exc:
-        raise unreadable_answer(OPERATIONS[operation], 200,
-                                f"an unexpected shape ({exc.error_count()} problems)") from None
+def _token_records(data: Any) -> Any:
+    """The spec leaves the OAuth status shape open: a list of token records or of provider names, or one record."""
+    if isinstance(data, dict):
+        data = next((data[key] for key in ("tokens", "items") if isinstance(data.get(key), list)), [data])
+    if isinstance(data, list):
+        data = [{"provider": item} if isinstance(item, str) else item for item in data]
+    return data
+
+
+OAuthTokens = Annotated[list[OAuthToken], BeforeValidator(_token_records)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,82 +114,77 @@ class AgentAutomationClient:
         return replace(self, bulk=True)
 
     async def _call(self, name: str, *, path: dict[str, int] | None = None, query: Query | None = None,
-                    json: Any = None) -> Any:
+                    json: Any = None, model: Any = None) -> Any:
         return await self.transport.send(OPERATIONS[name], self.credentials, path=path, query=query, json=json,
-                                         deadline=self.deadline, bulk=self.bulk)
+                                         deadline=self.deadline, bulk=self.bulk, model=model)
 
     # Organisation data
 
     @_checked
     async def list_organizations(self, skip: Skip = 0, limit: Limit = 100) -> Page[Organization]:
-        data = await self._call("list_organizations", query={"skip": skip, "limit": limit})
-        return _parse(Page[Organization], data, "list_organizations")
+        return await self._call("list_organizations", query={"skip": skip, "limit": limit}, model=Page[Organization])
 
     async def get_current_user(self) -> User:
-        return _parse(User, await self._call("get_current_user"), "get_current_user")
+        return await self._call("get_current_user", model=User)
 
     @_checked
     async def list_users(self, skip: Skip = 0, limit: Limit = 100) -> Page[User]:
-        data = await self._call("list_users", query={"skip": skip, "limit": limit})
-        return _parse(Page[User], data, "list_users")
+        return await self._call("list_users", query={"skip": skip, "limit": limit}, model=Page[User])
 
     @_checked
     async def get_user(self, user_id: Id) -> User:
-        return _parse(User, await self._call("get_user", path={"user_id": user_id}), "get_user")
+        return await self._call("get_user", path={"user_id": user_id}, model=User)
 
     @_checked
     async def list_repositories(self, skip: Skip = 0, limit: Limit = 100) -> Page[Repository]:
-        data = await self._call("list_repositories", query={"skip": skip, "limit": limit})
-        return _parse(Page[Repository], data, "list_repositories")
+        return await self._call("list_repositories", query={"skip": skip, "limit": limit}, model=Page[Repository])
 
     async def list_integrations(self) -> Integrations:
-        return _parse(Integrations, await self._call("list_integrations"), "list_integrations")
+        return await self._call("list_integrations", model=Integrations)
 
     async def list_models(self) -> Models:
-        return _parse(Models, await self._call("list_models"), "list_models")
+        return await self._call("list_models", model=Models)
 
     async def list_mcp_providers(self) -> list[OAuthProvider]:
-        return _parse(list[OAuthProvider], await self._call("list_mcp_providers"), "list_mcp_providers")
+        return await self._call("list_mcp_providers", model=list[OAuthProvider])
 
     async def get_cli_rules(self) -> CliRules:
-        return _parse(CliRules, await self._call("get_cli_rules"), "get_cli_rules")
+        return await self._call("get_cli_rules", model=CliRules)
 
     # Agent runs
 
     @_checked
-    async def create_agent_run(self, prompt: Prompt, repo_id: Id | None = None, *, model: str | None = None,
+    async def create_agent_run(self, prompt: Prompt, repo_id: Id | None = None, *, model: ModelName | None = None,
                                agent_type: AgentType | None = None, images: Images | None = None,
                                metadata: Metadata | None = None,
                                webhooks: list[WebhookOverride] | None = None) -> AgentRun:
         body = _without_none(prompt=prompt, repo_id=repo_id, model=model, agent_type=agent_type, images=images,
                              metadata=metadata, webhooks=_dump(webhooks))
-        return _parse(AgentRun, await self._call("create_agent_run", json=body), "create_agent_run")
+        return await self._call("create_agent_run", json=body, model=AgentRun)
 
     @_checked
     async def get_agent_run(self, agent_run_id: Id) -> AgentRun:
-        data = await self._call("get_agent_run", path={"agent_run_id": agent_run_id})
-        return _parse(AgentRun, data, "get_agent_run")
+        return await self._call("get_agent_run", path={"agent_run_id": agent_run_id}, model=AgentRun)
 
     @_checked
     async def list_agent_runs(self, user_id: Id | None = None, source_type: SourceType | None = None,
                               skip: Skip = 0, limit: Limit = 100) -> Page[AgentRun]:
         query = {"user_id": user_id, "source_type": source_type, "skip": skip, "limit": limit}
-        return _parse(Page[AgentRun], await self._call("list_agent_runs", query=query), "list_agent_runs")
+        return await self._call("list_agent_runs", query=query, model=Page[AgentRun])
 
     @_checked
-    async def resume_agent_run(self, agent_run_id: Id, prompt: Prompt, *, model: str | None = None,
+    async def resume_agent_run(self, agent_run_id: Id, prompt: Prompt, *, model: ModelName | None = None,
                                images: list[str] | None = None,
                                webhooks: list[WebhookOverride] | None = None) -> AgentRun:
         body = _without_none(agent_run_id=agent_run_id, prompt=prompt, model=model, images=images,
                              webhooks=_dump(webhooks))
-        return _parse(AgentRun, await self._call("resume_agent_run", json=body), "resume_agent_run")
+        return await self._call("resume_agent_run", json=body, model=AgentRun)
 
     @_checked
     async def get_agent_run_logs(self, agent_run_id: Id, skip: Skip = 0, limit: Limit = 100,
                                  reverse: bool = False) -> LogPage:
-        data = await self._call("get_agent_run_logs", path={"agent_run_id": agent_run_id},
-                                query={"skip": skip, "limit": limit, "reverse": reverse})
-        return _parse(LogPage, data, "get_agent_run_logs")
+        return await self._call("get_agent_run_logs", path={"agent_run_id": agent_run_id},
+                                query={"skip": skip, "limit": limit, "reverse": reverse}, model=LogPage)
 
     async def iter_agent_run_logs(self, agent_run_id: int, skip: int = 0, limit: int = 100,
                                   reverse: bool = False) -> AsyncIterator[LogPage]:
@@ -194,18 +199,18 @@ class AgentAutomationClient:
     # Checks and pull requests
 
     @_checked
-    async def ban_checks(self, agent_run_id: Id, before_card_order_id: str | None = None,
-                         after_card_order_id: str | None = None) -> dict[str, Any]:
+    async def ban_checks(self, agent_run_id: Id, before_card_order_id: CardOrderId | None = None,
+                         after_card_order_id: CardOrderId | None = None) -> dict[str, Any]:
         return await self._stop("ban_checks", agent_run_id, before_card_order_id, after_card_order_id)
 
     @_checked
-    async def unban_checks(self, agent_run_id: Id, before_card_order_id: str | None = None,
-                           after_card_order_id: str | None = None) -> dict[str, Any]:
+    async def unban_checks(self, agent_run_id: Id, before_card_order_id: CardOrderId | None = None,
+                           after_card_order_id: CardOrderId | None = None) -> dict[str, Any]:
         return await self._stop("unban_checks", agent_run_id, before_card_order_id, after_card_order_id)
 
     @_checked
-    async def remove_from_pull_request(self, agent_run_id: Id, before_card_order_id: str | None = None,
-                                       after_card_order_id: str | None = None) -> dict[str, Any]:
+    async def remove_from_pull_request(self, agent_run_id: Id, before_card_order_id: CardOrderId | None = None,
+                                       after_card_order_id: CardOrderId | None = None) -> dict[str, Any]:
         return await self._stop("remove_from_pull_request", agent_run_id, before_card_order_id, after_card_order_id)
 
     async def _stop(self, name: str, agent_run_id: int, before: str | None, after: str | None) -> dict[str, Any]:
@@ -219,7 +224,7 @@ class AgentAutomationClient:
             name, path = "edit_pull_request_simple", {"pr_id": pr_id}
         else:
             name, path = "edit_pull_request", {"repo_id": repo_id, "pr_id": pr_id}
-        edit = _parse(PullRequestEdit, await self._call(name, path=path, json={"state": state}), name)
+        edit = await self._call(name, path=path, json={"state": state}, model=PullRequestEdit)
         if not edit.success:
             raise OperationFailedError(edit.error or f"the service did not move pull request {pr_id} to {state}",
                                        status=200, details=edit.model_dump(exclude_none=True), operation=name)
@@ -229,15 +234,14 @@ class AgentAutomationClient:
 
     @_checked
     async def get_check_suite_settings(self, repo_id: Id) -> CheckSuiteSettings:
-        data = await self._call("get_check_suite_settings", query={"repo_id": repo_id})
-        return _parse(CheckSuiteSettings, data, "get_check_suite_settings")
+        return await self._call("get_check_suite_settings", query={"repo_id": repo_id}, model=CheckSuiteSettings)
 
     @_checked
     async def update_check_suite_settings(self, repo_id: Id, *, check_retry_count: CheckRetryCount | None = None,
-                                          ignored_checks: list[str] | None = None,
-                                          check_retry_counts: dict[str, CheckRetryCount] | None = None,
-                                          custom_prompts: dict[str, str] | None = None,
-                                          high_priority_apps: list[str] | None = None) -> dict[str, Any]:
+                                          ignored_checks: CheckLists | None = None,
+                                          check_retry_counts: CheckRetryCounts | None = None,
+                                          custom_prompts: CheckPrompts | None = None,
+                                          high_priority_apps: CheckLists | None = None) -> dict[str, Any]:
         """Partial update: only the fields given change."""
         body = _without_none(check_retry_count=check_retry_count, ignored_checks=ignored_checks,
                              check_retry_counts=check_retry_counts, custom_prompts=custom_prompts,
@@ -251,26 +255,18 @@ class AgentAutomationClient:
 
     @_checked
     async def generate_setup_commands(self, repo_id: Id, prompt: Prompt | None = None,
-                                      trigger_source: str | None = None) -> SetupCommands:
+                                      trigger_source: TriggerSource | None = None) -> SetupCommands:
         body = _without_none(repo_id=repo_id, prompt=prompt, trigger_source=trigger_source)
-        data = await self._call("generate_setup_commands", json=body)
-        return _parse(SetupCommands, data, "generate_setup_commands")
+        return await self._call("generate_setup_commands", json=body, model=SetupCommands)
 
     @_checked
     async def analyze_sandbox_logs(self, sandbox_id: Id) -> LogAnalysis:
-        data = await self._call("analyze_sandbox_logs", path={"sandbox_id": sandbox_id})
-        return _parse(LogAnalysis, data, "analyze_sandbox_logs")
+        return await self._call("analyze_sandbox_logs", path={"sandbox_id": sandbox_id}, model=LogAnalysis)
 
     # OAuth tokens (the organisation goes in the query here)
 
     async def get_oauth_token_status(self) -> list[OAuthToken]:
-        """The spec leaves the shape open: a list of token records or of provider names, or one record."""
-        data = await self._call("get_oauth_token_status", query={"org_id": self._org_id()})
-        if isinstance(data, dict):
-            data = next((data[key] for key in ("tokens", "items") if isinstance(data.get(key), list)), [data])
-        if isinstance(data, list):
-            data = [{"provider": item} if isinstance(item, str) else item for item in data]
-        return _parse(list[OAuthToken], data, "get_oauth_token_status")
+        return await self._call("get_oauth_token_status", query={"org_id": self._org_id()}, model=OAuthTokens)
 
     @_checked
     async def revoke_oauth_tokens(self, provider: Provider) -> dict[str, Any]:
@@ -283,10 +279,11 @@ class AgentAutomationClient:
     # Agent-run webhook
 
     async def get_webhook(self) -> WebhookConfig:
-        return _parse(WebhookConfig, await self._call("get_webhook"), "get_webhook")
+        return await self._call("get_webhook", model=WebhookConfig)
 
     @_checked
-    async def set_webhook(self, url: WebhookUrl, secret: str | None = None, enabled: bool = True) -> dict[str, Any]:
+    async def set_webhook(self, url: WebhookUrl, secret: WebhookSecret | None = None,
+                          enabled: bool = True) -> dict[str, Any]:
         body = _without_none(url=url, secret=secret, enabled=enabled)
         return _as_object(await self._call("set_webhook", json=body))
 

@@ -95,6 +95,16 @@ class OutcomeUnknownError(ApiError):
     kind = "outcome_unknown"
     default_hint = ("It may or may not have taken effect. Check with a get or list call before trying again, "
                     "so nothing is done twice.")
+    # For a write that converges (doing it twice leaves the same state as once), no tool may read the state,
+    # and none needs to: the same call again settles it.
+    idempotent_hint = "It may or may not have taken effect; repeating the same call is safe (it does nothing twice)."
+
+
+class UnexpectedStatusError(ApiError):
+    """A status this client has no meaning for (a redirect, 1xx, an unlisted 4xx): never taken as success."""
+
+    kind = "unexpected_status"
+    default_hint = "The service answered with a status this server does not expect; check the base URL, or report it."
 
 
 class UnexpectedResponseError(ApiError):
@@ -123,4 +133,4 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 def error_class_for_status(status: int) -> type[ApiError]:
     if status >= 500:
         return ServerError
-    return _BY_STATUS.get(status, ApiError)
+    return _BY_STATUS.get(status, UnexpectedStatusError)

@@ -5,11 +5,16 @@ That is any request that never left (connection refused, pool or connect timeout
 refused with 429 (the limiter ran before the handler), and operations the table marks
 `retry_safe` after a 5xx or a lost response. Everything else that may have reached the service
 and got no clear answer is reported as "outcome unknown".
+
+Success is only what the service says it is: a 2xx with a JSON body (every operation of the table
+answers with one). Redirects are never followed (the token would go wherever they point) and, like
+every other status outside 2xx, are errors that name the real status.
 """
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import random
 import time
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import httpx2
+from pydantic import TypeAdapter, ValidationError
 
 from .credentials import Credentials
 from .errors import (
@@ -27,11 +33,13 @@ from .errors import (
     ConnectionFailedError,
     OutcomeUnknownError,
     UnexpectedResponseError,
+    UnexpectedStatusError,
     ValidationFailedError,
     error_class_for_status,
 )
 from .operations import Operation
 from .pacer import Pacer
+from .text import excerpt, redact
 
 if TYPE_CHECKING:
     from ..config import ApiSettings  # config reads the rate-limit syntax from this package
@@ -44,6 +52,7 @@ MAX_RATE_LIMIT_RETRIES: Final = 3
 BACKOFF_BASE: Final = 0.25
 BACKOFF_CAP: Final = 4.0
 MIN_ATTEMPT_SECONDS: Final = 0.05
+MAX_DETAILS: Final = 20  # validation problems quoted from one answer
 
 Query = Mapping[str, str | int | bool | None]
 
@@ -78,8 +87,13 @@ class ApiTransport:
 
     async def send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None = None,
                    query: Query | None = None, json: Any = None, deadline: float | None = None,
-                   bulk: bool = False) -> Any:
-        """Send `op` for `credentials` and return the decoded JSON body, or raise an `ApiError`."""
+                   bulk: bool = False, model: Any = None) -> Any:
+        """Send `op` for `credentials` and return the decoded JSON body (read as `model` if given, so a shape
+        we cannot read is reported with the status that came with it), or raise an `ApiError`.
+
+        Errors quote the service in short excerpts without the caller's token, even when the service echoes it.
+        """
+        secret = credentials.token
         path_values = dict(path or {})
         if "org_id" in op.path_params:
             path_values["org_id"] = require_org_id(credentials)
@@ -127,21 +141,23 @@ class ApiTransport:
                     logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
                     await anyio.sleep(wait)
                     continue
-                raise _error_from_response(op, response, retry_after=wait)
+                raise _error_from_response(op, response, secret, retry_after=wait)
             if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
                 logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)
                 self._on_fallback.add(op.name)
                 continue
+            if 300 <= status < 400:
+                raise _redirect_error(op, response, secret)
             if status >= 500:
                 if op.retry_safe and retries < MAX_RETRIES and await _backoff(retries, deadline):
                     retries += 1
                     continue
                 if not op.retry_safe:
-                    raise OutcomeUnknownError(f"the service answered {status} ({_message(response)}) to {op.name}",
-                                              status=status, operation=op.name)
-            if status >= 400:
-                raise _error_from_response(op, response)
-            return _json_body(op, response)
+                    said = _message(response, secret)
+                    raise outcome_unknown(op, f"the service answered {status} ({said}) to {op.name}", status)
+            if not 200 <= status < 300:
+                raise _error_from_response(op, response, secret)
+            return _read(op, response, model)
 
 
 def require_org_id(credentials: Credentials) -> int:
@@ -199,7 +215,25 @@ def _lost_response_error(op: Operation, exc: httpx2.TransportError) -> ApiError:
     if op.retry_safe:
         error_type = ApiTimeoutError if isinstance(exc, httpx2.TimeoutException) else ConnectionFailedError
         return error_type(f"the service {what}", operation=op.name)
-    return OutcomeUnknownError(f"the service {what} after the {op.name} request was sent", operation=op.name)
+    return outcome_unknown(op, f"the service {what} after the {op.name} request was sent")
+
+
+def outcome_unknown(op: Operation, message: str, status: int | None = None) -> OutcomeUnknownError:
+    """The write may have taken effect; the hint says whether repeating it is safe."""
+    hint = OutcomeUnknownError.idempotent_hint if op.idempotent else None
+    return OutcomeUnknownError(message, status=status, operation=op.name, hint=hint)
+
+
+def _redirect_error(op: Operation, response: httpx2.Response, secret: str) -> ApiError:
+    """Not followed: the request (and its token) would go to an address nobody configured."""
+    status = response.status_code
+    location = response.headers.get("Location")
+    where = f"to {excerpt(location, secret, 120)}" if location else "without a Location"
+    return UnexpectedStatusError(
+        f"the service answered {status}, a redirect {where}, to {op.name}; it was not followed", status=status,
+        operation=op.name,
+        hint=f"The redirect pointed {where}: AGENT_AUTOMATION_BASE_URL is probably wrong (its scheme, host or path); "
+             "correct it and restart. The redirect was not followed.")
 
 
 def _decode(response: httpx2.Response) -> Any:
@@ -209,18 +243,18 @@ def _decode(response: httpx2.Response) -> Any:
         return None
 
 
-def _message(response: httpx2.Response) -> str:
+def _message(response: httpx2.Response, secret: str) -> str:
     """The service's own words: `message`, else `detail` (string or list), else `error`, else the text."""
     body = _decode(response)
     if isinstance(body, dict):
         for key in ("message", "detail", "error"):
             value = body.get(key)
             if isinstance(value, str) and value.strip():
-                return value.strip()
+                return excerpt(value, secret)
             if isinstance(value, list) and value:
-                return "; ".join(_validation_item(item) for item in value)
+                return excerpt("; ".join(_validation_item(item) for item in value[:10]), secret)
     text = response.text.strip()
-    return text[:500] if text else f"HTTP {response.status_code}"
+    return excerpt(text, secret) if text else f"HTTP {response.status_code}"
 
 
 def _validation_item(item: Any) -> str:
@@ -238,24 +272,41 @@ def _route_missing(response: httpx2.Response) -> bool:
     return "message" not in body and str(body.get("detail", "")).strip().lower() == "not found"
 
 
-def _error_from_response(op: Operation, response: httpx2.Response, *, retry_after: float | None = None) -> ApiError:
+def _error_from_response(op: Operation, response: httpx2.Response, secret: str, *,
+                         retry_after: float | None = None) -> ApiError:
     status = response.status_code
     error_type = error_class_for_status(status)
     details = None
     if error_type is ValidationFailedError:
         body = _decode(response)
-        details = body.get("detail") if isinstance(body, dict) else None
-    return error_type(_message(response), status=status, details=details, retry_after=retry_after,
+        items = body.get("detail") if isinstance(body, dict) else None
+        if isinstance(items, list):  # the service's words: a few, short, without the values it was sent
+            details = [{"loc": redact(item.get("loc"), secret), "msg": excerpt(str(item.get("msg", "")), secret),
+                        "type": item.get("type")} if isinstance(item, dict) else excerpt(str(item), secret)
+                       for item in items[:MAX_DETAILS]]
+    return error_type(_message(response, secret), status=status, details=details, retry_after=retry_after,
                       operation=op.name)
 
 
-def _json_body(op: Operation, response: httpx2.Response) -> Any:
+def _read(op: Operation, response: httpx2.Response, model: Any) -> Any:
     if not response.content:
-        return None
+        raise unreadable_answer(op, response.status_code, "no body")
     try:
-        return response.json()
+        body = response.json()
     except ValueError:
         raise unreadable_answer(op, response.status_code, "a body that is not JSON") from None
+    if model is None:
+        return body
+    try:
+        return _adapter(model).validate_python(body)
+    except ValidationError as exc:
+        raise unreadable_answer(op, response.status_code, f"an unexpected shape ({exc.error_count()} problems)") \
+            from None
+
+
+@functools.lru_cache(maxsize=64)
+def _adapter(model: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(model)
 
 
 def unreadable_answer(op: Operation, status: int, what: str) -> ApiError:
@@ -263,4 +314,7 @@ def unreadable_answer(op: Operation, status: int, what: str) -> ApiError:
     message = f"{op.name}: the service answered {status} with {what}"
     if op.retry_safe:
         return UnexpectedResponseError(message, status=status, operation=op.name)
-    return OutcomeUnknownError(f"{message}; the change most likely took effect", status=status, operation=op.name)
+    # 202 means accepted for processing, not done.
+    known = "it was accepted, but whether it was done is not known" if status == 202 else \
+        "the change most likely took effect"
+    return outcome_unknown(op, f"{message}; {known}", status)

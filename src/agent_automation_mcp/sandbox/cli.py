@@ -10,7 +10,7 @@ import uvicorn
 
 from ..api.limits import parse_rate_limits
 from .app import create_app
-from .config import ALGORITHMS, DEMO_TOKEN, LOGS_PATHS, Faults, SandboxConfig
+from .config import ALGORITHMS, DEMO_TOKEN, FAULT_RATES, LOGS_PATHS, Faults, SandboxConfig
 from .server import bind_socket, uvicorn_config
 
 
@@ -47,6 +47,9 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered 500")
     faults.add_argument("--drop-rate", type=float, default=0.0, help="share of connections closed unanswered")
     faults.add_argument("--malformed-rate", type=float, default=0.0, help="share of 200s with a broken JSON body")
+    faults.add_argument("--throttle-rate", type=float, default=0.0, help="share of requests answered 429")
+    faults.add_argument("--redirect-rate", type=float, default=0.0, help="share of requests answered 307 elsewhere")
+    faults.add_argument("--empty-rate", type=float, default=0.0, help="share of 200s sent as a 202 without a body")
     faults.add_argument("--fault-operations", metavar="NAMES",
                         help="comma-separated operation names the faults apply to (default: all)")
 
@@ -54,8 +57,8 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> SandboxConfig:
     operations = (frozenset(name.strip() for name in args.fault_operations.split(",") if name.strip())
                   if args.fault_operations else None)
-    faults = Faults(latency=args.latency, error_rate=args.error_rate, drop_rate=args.drop_rate,
-                    malformed_rate=args.malformed_rate, operations=operations)
+    faults = Faults(latency=args.latency, **{name: getattr(args, name) for name in FAULT_RATES},
+                    operations=operations)
     return SandboxConfig(tokens=tuple(args.tokens or (DEMO_TOKEN,)), org_id=args.org_id,
                          rate_limits=parse_rate_limits(args.rate_limits), algorithm=args.rate_limit_algorithm,
                          retry_after=args.retry_after, run_seconds=args.run_seconds, seed=args.seed,

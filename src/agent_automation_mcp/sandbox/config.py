@@ -12,6 +12,8 @@ LogsPaths = Literal["both", "alpha", "contract"]
 ALGORITHMS: tuple[Algorithm, ...] = ("fixed", "sliding-log", "sliding-counter")
 LOGS_PATHS: tuple[LogsPaths, ...] = ("both", "alpha", "contract")
 DEMO_TOKEN = "sandbox-demo-token"
+# Each rate is a share of requests; one roll picks at most one of them, in this order of precedence.
+FAULT_RATES = ("error_rate", "throttle_rate", "redirect_rate", "drop_rate", "malformed_rate", "empty_rate")
 MAX_VISIBLE_ORGS = 8  # entity ids are laid out in blocks of 1000 per organisation, below the ids of new things
 
 
@@ -19,21 +21,26 @@ MAX_VISIBLE_ORGS = 8  # entity ids are laid out in blocks of 1000 per organisati
 class Faults:
     """Failure switches for reliability work; all off by default and mutable while the sandbox runs.
 
-    A fault hits a request after authentication and rate limiting. `error_rate` answers 500 without handling
-    the request; `drop_rate` and `malformed_rate` handle it and then lose the answer (the connection is closed
-    without a response, or a 200 carries a truncated body), which is the case a client must not retry blindly.
+    A fault hits a request after authentication and rate limiting. `error_rate` answers 500, `throttle_rate`
+    429 (with `Retry-After: 0`) and `redirect_rate` a 307 to another address, all without handling the request;
+    `drop_rate`, `malformed_rate` and `empty_rate` handle it and then lose the answer (the connection is closed
+    without a response, a 200 carries a truncated body, or a 202 carries none), which is the case a client
+    must not retry blindly.
     """
 
     latency: float = 0.0
     error_rate: float = 0.0
     drop_rate: float = 0.0
     malformed_rate: float = 0.0
+    throttle_rate: float = 0.0
+    redirect_rate: float = 0.0
+    empty_rate: float = 0.0
     operations: frozenset[str] | None = None  # restrict the faults to these operation names; None = all
 
     def __post_init__(self) -> None:
         if self.latency < 0:
             raise ValueError(f"latency must be >= 0, got {self.latency}")
-        for name in ("error_rate", "drop_rate", "malformed_rate"):
+        for name in FAULT_RATES:
             rate = getattr(self, name)
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {rate}")
@@ -45,7 +52,7 @@ class Faults:
 
     @property
     def active(self) -> bool:
-        return bool(self.latency or self.error_rate or self.drop_rate or self.malformed_rate)
+        return bool(self.latency or any(getattr(self, name) for name in FAULT_RATES))
 
 
 @dataclass

@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import views
+from .config import FAULT_RATES
 from .errors import detail_error, validation_items
 from .faults import faults_from_json, faults_to_json
 from .inputs import SourceType
@@ -52,7 +53,7 @@ def control_routes(state: SandboxState) -> list[Route]:
             new = faults_from_json(json.loads(await request.body() or b"{}"))
         except ValueError as exc:  # also bad JSON
             return detail_error(400, str(exc))
-        for name in ("latency", "error_rate", "drop_rate", "malformed_rate", "operations"):
+        for name in ("latency", *FAULT_RATES, "operations"):
             setattr(state.faults, name, getattr(new, name))  # in place: holders of `state.faults` see the change
         return JSONResponse(faults_to_json(state.faults))
 

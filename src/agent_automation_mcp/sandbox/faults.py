@@ -5,22 +5,23 @@ from __future__ import annotations
 import random
 from typing import Literal
 
-from .config import Faults
+from .config import FAULT_RATES, Faults
 
-Fault = Literal["error", "drop", "malformed"]
+Fault = Literal["error", "throttle", "redirect", "drop", "malformed", "empty"]
+_FAULTS: dict[str, Fault] = {"error_rate": "error", "throttle_rate": "throttle", "redirect_rate": "redirect",
+                             "drop_rate": "drop", "malformed_rate": "malformed", "empty_rate": "empty"}
 
 
 def choose_fault(faults: Faults, operation: str, rng: random.Random) -> Fault | None:
-    """One roll decides among a 500, a dropped connection and a broken body (in that order of precedence)."""
-    if not faults.applies_to(operation) or not (faults.error_rate or faults.drop_rate or faults.malformed_rate):
+    """One roll decides among the faults, in the order of `FAULT_RATES`."""
+    if not faults.applies_to(operation) or not any(getattr(faults, name) for name in FAULT_RATES):
         return None
     roll = rng.random()
-    if roll < faults.error_rate:
-        return "error"
-    if roll < faults.error_rate + faults.drop_rate:
-        return "drop"
-    if roll < faults.error_rate + faults.drop_rate + faults.malformed_rate:
-        return "malformed"
+    bound = 0.0
+    for name in FAULT_RATES:
+        bound += getattr(faults, name)
+        if roll < bound:
+            return _FAULTS[name]
     return None
 
 
@@ -33,7 +34,7 @@ def faults_from_json(data: object) -> Faults:
     """The `PUT /_sandbox/faults` body: any of the `Faults` fields; the ones left out are off."""
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object with Faults fields")
-    known = {"latency", "error_rate", "drop_rate", "malformed_rate", "operations"}
+    known = {"latency", *FAULT_RATES, "operations"}
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"unknown fault fields: {', '.join(sorted(unknown))}")
@@ -50,6 +51,5 @@ def faults_from_json(data: object) -> Faults:
 
 
 def faults_to_json(faults: Faults) -> dict[str, object]:
-    return {"latency": faults.latency, "error_rate": faults.error_rate, "drop_rate": faults.drop_rate,
-            "malformed_rate": faults.malformed_rate,
+    return {"latency": faults.latency, **{name: getattr(faults, name) for name in FAULT_RATES},
             "operations": sorted(faults.operations) if faults.operations is not None else None}

@@ -75,6 +75,10 @@ def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
         request.scope[FAULT_KEY] = fault
         if fault == "error":
             return plain_error(500, "Internal server error (sandbox fault)")
+        if fault == "throttle":
+            return plain_error(429, "Rate limit exceeded (sandbox fault)", {"Retry-After": "0"})
+        if fault == "redirect":
+            return Response(status_code=307, headers={"Location": f"https://moved.invalid{request.url.path}"})
 
         try:
             path, query, raw_body, body = await _read(request, op, endpoint)
@@ -90,6 +94,8 @@ def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
         if fault == "malformed" and response.status_code == 200:
             response.body = malformed(response.body)
             response.headers["content-length"] = str(len(response.body))
+        elif fault == "empty" and response.status_code == 200:
+            response = Response(status_code=202)
         elif fault == "drop":
             request.scope[DROP_KEY] = True  # the request took effect; its answer is lost (see recorder.py)
         return response

@@ -75,9 +75,9 @@ class OrganizationCache:
                                      hint="Check the token, or set AGENT_AUTOMATION_ORG_ID.")
         if total == 1:
             return orgs[0][0]
-        listed = ", ".join(f"{org_id} ({name})" if name else str(org_id) for org_id, name in orgs)
+        listed = ", ".join(str(org_id) for org_id, _ in orgs)  # names are the service's text: in details only
         more = f" (the first {len(orgs)} listed)" if total > len(orgs) else ""
-        raise ConfigurationError(f"this API token sees {total} organisations{more}: {listed}",
+        raise ConfigurationError(f"this API token sees {total} organisations{more}: ids {listed}; names in details",
                                  details={"organizations": [{"id": i, "name": n} for i, n in orgs]},
                                  hint="Set AGENT_AUTOMATION_ORG_ID (or --org-id) to one of them and restart.")
 

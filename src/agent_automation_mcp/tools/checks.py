@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
 
 from ..api.params import Id
 from .callers import client_for
+from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
 from .results import Output, ok
 
@@ -21,10 +22,17 @@ class ChecksChange(Output):
     response: dict[str, Any]
 
 
+def _ban_question(agent_run_id: int, ctx: Context) -> Question:
+    return ask(ctx, f"Ban checks on the pull request of agent run {agent_run_id}: its CI failures will no longer "
+                    "be fixed, and every agent working on it will be stopped.")
+
+
 @toolset.tool("Ban checks", "ban_checks")
-async def ban_checks(agent_run_id: Id, ctx: Context) -> Annotated[CallToolResult, ChecksChange]:
+async def ban_checks(agent_run_id: Id, ctx: Context,
+                     confirmed: Annotated[Answer, Resolve(_ban_question)]) -> Annotated[CallToolResult, ChecksChange]:
     """Stop processing CI check failures on the pull request of an agent run, and stop every agent working
     on that pull request. Use when automatic check fixing loops or is unwanted; undo with unban_checks."""
+    require_confirmation(confirmed, "ban_checks")
     response = await (await client_for(ctx)).ban_checks(agent_run_id)
     return ok(ChecksChange(agent_run_id=agent_run_id, action="banned", response=response),
               f"Checks banned for the pull request of run {agent_run_id}; its agents were stopped")
@@ -38,10 +46,18 @@ async def unban_checks(agent_run_id: Id, ctx: Context) -> Annotated[CallToolResu
               f"Checks unbanned for the pull request of run {agent_run_id}")
 
 
+def _removal_question(agent_run_id: int, ctx: Context) -> Question:
+    return ask(ctx, f"Take the agent off the pull request of agent run {agent_run_id}: it will stop working on it "
+                    "and stop reacting to its checks and comments.")
+
+
 @toolset.tool("Remove from pull request", "remove_from_pull_request")
-async def remove_from_pull_request(agent_run_id: Id, ctx: Context) -> Annotated[CallToolResult, ChecksChange]:
+async def remove_from_pull_request(agent_run_id: Id, ctx: Context,
+                                   confirmed: Annotated[Answer, Resolve(_removal_question)]) -> Annotated[
+        CallToolResult, ChecksChange]:
     """Take the agent off the pull request of an agent run: it stops working on that pull request and
     stops reacting to its checks and comments."""
+    require_confirmation(confirmed, "remove_from_pull_request")
     response = await (await client_for(ctx)).remove_from_pull_request(agent_run_id)
     return ok(ChecksChange(agent_run_id=agent_run_id, action="removed", response=response),
               f"Removed from the pull request of run {agent_run_id}")

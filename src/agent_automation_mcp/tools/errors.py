@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from ..api.errors import ApiError, InvalidRequestError
+from ..api.text import visible_tree
 
 
 class InternalError(ApiError):
@@ -26,6 +27,13 @@ class InternalError(ApiError):
                     "details. Try again once; if it repeats, report it.")
 
 
+class CancelledByUserError(ApiError):
+    """The user declined or cancelled the confirmation a destructive tool asked for."""
+
+    kind = "cancelled"
+    default_hint = "The user did not confirm, so nothing was sent. Do not try again unless the user asks for it."
+
+
 def error_result(error: ApiError) -> CallToolResult:
     body: dict[str, Any] = {"kind": error.kind, "status": error.status, "message": error.message}
     if error.retry_after is not None:
@@ -33,6 +41,7 @@ def error_result(error: ApiError) -> CallToolResult:
     if error.details is not None:
         body["details"] = error.details
     body["hint"] = error.hint
+    body = visible_tree(body)
     return CallToolResult(is_error=True, structured_content={"error": body},
                           content=[TextContent(type="text", text=_one_line(body))])
 

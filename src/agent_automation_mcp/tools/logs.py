@@ -17,15 +17,16 @@ from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import MAX_RESULT_CHARS, Output, PageLimit, PageSkip, Timestamp, ok, trim_text
+from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, label, ok, trim_text
 
 toolset = Toolset("logs")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries
+MAX_RESULT_CHARS: Final = PAGE_ITEMS_CHARS  # and about this much JSON of entries
 
 # The service's message type is an open string (13 are documented, more may come): any short identifier is taken.
-MessageType = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
+MessageType = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
 
 
 class TraceEntry(Output):
@@ -122,7 +123,7 @@ async def get_agent_run_logs(
     taken = _Collected(state_of(ctx).settings.max_field_chars, {kind.upper() for kind in message_types or ()})
     started = time.monotonic()
     position: int | None = skip
-    note = page = None
+    note = page = stopped = None
     while position is not None:
         try:
             page = await client.get_agent_run_logs(agent_run_id, skip=position, limit=limit, reverse=reverse)
@@ -131,6 +132,7 @@ async def get_agent_run_logs(
                 raise
             retry = f"; retry after {exc.retry_after:.1f} s" if exc.retry_after else ""
             note = f"stopped early ({exc.kind}: {exc.message}{retry}): continue from next_skip"
+            stopped = f"stopped early ({exc.kind}{retry}): continue from next_skip"
             break
         consumed = taken.take(page.logs)
         if consumed < len(page.logs):  # the budget ran out inside this page
@@ -154,4 +156,4 @@ async def get_agent_run_logs(
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
     return ok(out, f"{len(out.entries)} entries (read {out.read} of {page.total_logs}) from run {agent_run_id}, "
-                   f"{page.status}; {end}{f'; {note}' if note else ''}")
+                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}")

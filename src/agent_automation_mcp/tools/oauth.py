@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
 
 from ..api.errors import InvalidRequestError
 from ..api.params import Provider
 from .callers import client_for
+from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
-from .results import Output, Timestamp, ok, reported
+from .results import Output, Timestamp, label, ok, reported
 
 toolset = Toolset("oauth")
 
@@ -39,7 +40,7 @@ async def get_oauth_token_status(ctx: Context) -> Annotated[CallToolResult, OAut
     """Show the current user's OAuth connections in the organisation: provider, whether the token is active
     (revoked ones are not), scopes."""
     tokens = [OAuthConnection.pick(token) for token in await (await client_for(ctx)).get_oauth_token_status()]
-    states = ", ".join(f"{t.provider or '?'} {_state(t.is_active)}" for t in tokens)
+    states = ", ".join(f"{label(t.provider, '?')} {_state(t.is_active)}" for t in tokens)
     return ok(OAuthStatus(tokens=tokens), f"{len(tokens)} OAuth tokens{': ' + states if states else ''}")
 
 
@@ -47,11 +48,19 @@ def _state(is_active: bool | None) -> str:
     return "active" if is_active else "revoked" if is_active is False else "(state not given)"
 
 
+def _revoke_question(provider: str, ctx: Context) -> Question:
+    return ask(ctx, f"Revoke all of your {provider} OAuth tokens in this organisation: you will have to reconnect "
+                    f"{provider} in the web app.")
+
+
 @toolset.tool("Revoke OAuth tokens", "get_oauth_token_status", "revoke_oauth_tokens")
-async def revoke_oauth_tokens(provider: Provider, ctx: Context) -> Annotated[CallToolResult, OAuthRevocation]:
+async def revoke_oauth_tokens(provider: Provider, ctx: Context,
+                              confirmed: Annotated[Answer, Resolve(_revoke_question)]) -> Annotated[
+        CallToolResult, OAuthRevocation]:
     """Revoke ALL of the current user's OAuth tokens for one provider (any case) in the organisation. The user
     must reconnect that provider in the web app afterwards. Only on the user's explicit request. Returns how
     many tokens the service revoked."""
+    require_confirmation(confirmed, "revoke_oauth_tokens")
     client = await client_for(ctx)
     known = sorted({token.provider for token in await client.get_oauth_token_status() if token.provider})
     spelled = next((name for name in known if name.casefold() == provider.casefold()), None)

@@ -12,7 +12,7 @@ from ..api.models import Models
 from ..api.params import Id
 from .callers import client_for
 from .registry import Toolset
-from .results import Output, PageLimit, PageSkip, next_skip, ok
+from .results import Output, PageLimit, PageSkip, fit_page, label, ok
 
 toolset = Toolset("org")
 
@@ -79,18 +79,18 @@ async def list_organizations(ctx: Context, skip: PageSkip = 0, limit: PageLimit 
         CallToolResult, OrganizationList]:
     """List the organisations the API token belongs to (ids and names)."""
     page = await (await client_for(ctx, needs_org=False)).list_organizations(skip=skip, limit=limit)
-    out = OrganizationList(organizations=[Organization.pick(o) for o in page.items], total=page.total,
-                           next_skip=next_skip(skip, len(page.items), limit, page.total))
-    return ok(out, _count(out.organizations, out.total, out.next_skip, "organisations") + ": " +
-              ", ".join(f"{o.id} ({o.name})" for o in out.organizations[:10]))
+    kept, following = fit_page([Organization.pick(o) for o in page.items], skip, limit, page.total)
+    out = OrganizationList(organizations=kept, total=page.total, next_skip=following)
+    return ok(out, _count(out.organizations, out.total, out.next_skip, "organisations") + ", ids " +
+              ", ".join(str(o.id) for o in out.organizations[:10]) + "; names in the result")
 
 
 @toolset.tool("List users", "list_users")
 async def list_users(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 50) -> Annotated[CallToolResult, UserList]:
     """List the organisation's users (id, GitHub username, email, role)."""
     page = await (await client_for(ctx)).list_users(skip=skip, limit=limit)
-    out = UserList(users=[User.pick(u) for u in page.items], total=page.total,
-                   next_skip=next_skip(skip, len(page.items), limit, page.total))
+    kept, following = fit_page([User.pick(u) for u in page.items], skip, limit, page.total)
+    out = UserList(users=kept, total=page.total, next_skip=following)
     return ok(out, _count(out.users, out.total, out.next_skip, "users"))
 
 
@@ -102,7 +102,7 @@ async def get_user(ctx: Context, user_id: Annotated[Id | None, Field(
         user = User.pick(await (await client_for(ctx, needs_org=False)).get_current_user())
     else:
         user = User.pick(await (await client_for(ctx)).get_user(user_id))
-    return ok(user, f"User {user.id}: {user.github_username or user.full_name or user.email or 'no name'}")
+    return ok(user, f"User {user.id}{f' ({label(user.role)})' if user.role else ''}; name and email in the result")
 
 
 @toolset.tool("List repositories", "list_repositories")
@@ -110,10 +110,10 @@ async def list_repositories(ctx: Context, skip: PageSkip = 0, limit: PageLimit =
         CallToolResult, RepositoryList]:
     """List the organisation's repositories: the repo_id values other tools take, with names and languages."""
     page = await (await client_for(ctx)).list_repositories(skip=skip, limit=limit)
-    out = RepositoryList(repositories=[Repository.pick(r) for r in page.items], total=page.total,
-                         next_skip=next_skip(skip, len(page.items), limit, page.total))
-    return ok(out, _count(out.repositories, out.total, out.next_skip, "repositories") + ": " +
-              ", ".join(f"{r.id} ({r.full_name})" for r in out.repositories[:10]))
+    kept, following = fit_page([Repository.pick(r) for r in page.items], skip, limit, page.total)
+    out = RepositoryList(repositories=kept, total=page.total, next_skip=following)
+    return ok(out, _count(out.repositories, out.total, out.next_skip, "repositories") + ", ids " +
+              ", ".join(str(r.id) for r in out.repositories[:10]) + "; names in the result")
 
 
 @toolset.tool("List integrations", "list_integrations")
@@ -122,7 +122,7 @@ async def list_integrations(ctx: Context) -> Annotated[CallToolResult, Integrati
     found = await (await client_for(ctx)).list_integrations()
     out = IntegrationList(integrations=[Integration.pick(i) for i in found.integrations],
                           total_active_integrations=found.total_active_integrations)
-    active = [i.integration_type for i in out.integrations if i.active]
+    active = [label(i.integration_type, "?") for i in out.integrations if i.active]
     return ok(out, f"{len(active)} active integrations: {', '.join(active) or 'none'}")
 
 
@@ -131,4 +131,4 @@ async def list_models(ctx: Context) -> Annotated[CallToolResult, Models]:
     """List the models agent runs can use (the model argument of create_agent_run) and the default."""
     out = await (await client_for(ctx)).list_models()
     count = sum(len(p.models) for p in out.providers)
-    return ok(out, f"{count} models from {len(out.providers)} providers; default {out.default_model}")
+    return ok(out, f"{count} models from {len(out.providers)} providers; default {label(out.default_model)}")

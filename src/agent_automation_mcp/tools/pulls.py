@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Final
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
@@ -14,8 +14,9 @@ from ..api.errors import InvalidRequestError, NotFoundError
 from ..api.models import github_pull_request
 from ..api.params import Id, PullRequestState
 from .callers import client_for
+from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
-from .results import Output, ok
+from .results import Output, label, ok
 
 toolset = Toolset("pulls")
 
@@ -37,18 +38,25 @@ class PullRequestChange(Output):
     title: str | None = None
 
 
+def _edit_question(state: str, ctx: Context, pr_id: int | None = None, pr_url: str | None = None) -> Question:
+    which = f"pull request {pr_id} (the service's id)" if pr_id is not None else f"the pull request {pr_url}"
+    return ask(ctx, f"Set {which} to {state.replace('_', ' ')}.")
+
+
 @toolset.tool("Edit pull request", "list_agent_runs", "edit_pull_request_simple", "edit_pull_request")
 async def edit_pull_request(
-    state: PullRequestState, ctx: Context,
+    state: Annotated[PullRequestState, Field(description="The state to move it to.")], ctx: Context,
+    confirmed: Annotated[Answer, Resolve(_edit_question)],
     pr_id: Annotated[Id | None, Field(description="Not the GitHub number.")] = None,
     pr_url: PullRequestUrl | None = None,
     repo_id: Annotated[Id | None, Field(description="Repository id, if known.")] = None,
 ) -> Annotated[CallToolResult, PullRequestChange]:
     """Set a pull request's state. pr_id comes from pull_requests in get_agent_run or list_agent_runs;
     a pr_url is looked up there. Needs write access to the repository."""
-    client = await client_for(ctx)
     if (pr_id is None) == (pr_url is None):
         raise InvalidRequestError("edit_pull_request: give either pr_id or pr_url", operation="edit_pull_request")
+    require_confirmation(confirmed, "edit_pull_request")
+    client = await client_for(ctx)
     if pr_id is None:
         assert pr_url is not None
         pr_id = await _find_pr_id(client, pr_url)
@@ -59,7 +67,8 @@ async def edit_pull_request(
         raise
     number = edit.number or (github_pull_request(edit.url)[1] if edit.url else None)
     out = PullRequestChange(pr_id=pr_id, state=edit.state or state, url=edit.url, number=number, title=edit.title)
-    return ok(out, f"Pull request pr_id {pr_id}{f' (GitHub #{number})' if number else ''} is now {out.state}")
+    github = f" (GitHub #{number})" if number else ""
+    return ok(out, f"Pull request pr_id {pr_id}{github} is now {label(out.state)}; its URL and title are in the result")
 
 
 async def _find_pr_id(client: AgentAutomationClient, pr_url: str) -> int:

@@ -1,19 +1,33 @@
-"""Successful tool results: the output model as structured content, a one-line summary, and paging."""
+"""Successful tool results: the output model as structured content, a one-line summary, paging, and bounds.
+
+What the service sent is data, not prose: summaries name what and where (ids, counts, our own words),
+never the service's or a third party's text, which travels in structured content only, made visible
+(`api.text.visible`) and bounded (`MAX_RESULT_CHARS`).
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Final, Self, TypeVar
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..api.params import Limit, Skip
+from ..api.text import visible_tree
+
+MAX_RESULT_CHARS: Final = 60_000  # of a result's JSON (~15k tokens), so one call cannot flood a model's context
+PAGE_ITEMS_CHARS: Final = MAX_RESULT_CHARS - 2_000  # a page's items, leaving room for its other fields
+MAX_STRING_CHARS: Final = 5_000  # a single string, when a result must be cut to fit
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,59}")
+ItemT = TypeVar("ItemT", bound=BaseModel)
 
 # The client's bounds, with descriptions short enough for every paged tool's schema.
 PageSkip = Annotated[Skip, Field(description="Offset: next_skip of the previous page.")]
 PageLimit = Annotated[Limit, Field(description="Page size.")]
-MAX_RESULT_CHARS = 60_000  # a list or trace call returns about this much JSON (~15k tokens) at most
 
 
 def _with_offset(value: Any) -> Any:
@@ -42,15 +56,105 @@ class Output(BaseModel):
         return cls(**{name: getattr(source, name) for name in cls.model_fields if name not in values}, **values)
 
 
-def ok(output: BaseModel, summary: str) -> CallToolResult:
+def ok(output: BaseModel, summary: str, *, rest: str = "ask for less at once") -> CallToolResult:
     """The summary first (what a person or model reads), then the same data as JSON text for clients that
-    ignore structured content (the spec asks tools with an output schema to include it)."""
-    data = output.model_dump(mode="json", by_alias=True)
-    return CallToolResult(
-        structured_content=data,
-        content=[TextContent(type="text", text=" ".join(summary.split())),
-                 TextContent(type="text", text=output.model_dump_json(by_alias=True))],
-    )
+    ignore structured content (the spec asks tools with an output schema to include it).
+
+    Longer than `MAX_RESULT_CHARS`, the data is cut to fit (long strings first, then the end of the largest
+    list) and the summary says so and how to get the rest (`rest`).
+    """
+    data = visible_tree(output.model_dump(mode="json", by_alias=True))
+    text = _json(data)
+    if len(text) > MAX_RESULT_CHARS:
+        data, what = _fit(data)
+        text = _json(data)
+        summary = f"{summary} [cut to fit {MAX_RESULT_CHARS:,} characters: {what}; for the rest, {rest}]"
+    return CallToolResult(structured_content=data, content=[TextContent(type="text", text=" ".join(summary.split())),
+                                                            TextContent(type="text", text=text)])
+
+
+def label(value: object, unknown: str = "unknown") -> str:
+    """A short identifier the service sent (a status, a model or provider name), or `unknown` when it is not one:
+    the only kind of service text a summary repeats."""
+    return value if isinstance(value, str) and _WORD.fullmatch(value) else unknown
+
+
+def fit_page(items: Sequence[ItemT], skip: int, limit: int, total: int | None) -> tuple[list[ItemT], int | None]:
+    """The items of a page, from the first, that fit the result budget (at least one), and where the next page
+    starts: after the last item kept, so nothing is skipped when the budget cut the page short."""
+    kept: list[ItemT] = []
+    size = 0
+    for item in items:
+        size += len(item.model_dump_json(by_alias=True)) + 1
+        if kept and size > PAGE_ITEMS_CHARS:
+            return kept, skip + len(kept)
+        kept.append(item)
+    return kept, next_skip(skip, len(kept), limit, total)
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _fit(data: Any) -> tuple[Any, str]:
+    """Cut long strings, then items from the end of the largest list, until the JSON fits; say what was cut."""
+    cut: list[str] = []
+    strings = 0
+
+    def shorten(value: Any) -> Any:
+        nonlocal strings
+        if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
+            strings += 1
+            return trim_text(value, MAX_STRING_CHARS)
+        if isinstance(value, dict):
+            return {key: shorten(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [shorten(item) for item in value]
+        return value
+
+    data = shorten(data)
+    if strings:
+        cut.append(f"{strings} long text values shortened")
+    for _ in range(20):  # each round halves the excess of one list, so few rounds are ever needed
+        excess = len(_json(data)) - MAX_RESULT_CHARS
+        if excess <= 0:
+            break
+        found = _largest_list(data, ())
+        if found is None:
+            break
+        path, items = found
+        keep = len(items)
+        while keep > 0 and sum(len(_json(item)) + 1 for item in items[keep:]) < excess:
+            keep -= 1
+        data = _replace(data, path, items[:keep])
+        cut.append(f"{len(items) - keep} of {len(items)} items of {'.'.join(map(str, path)) or 'the result'} left out")
+    return data, "; ".join(cut)
+
+
+def _largest_list(value: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Any]] | None:
+    candidates: list[tuple[int, tuple[Any, ...], list[Any]]] = []
+
+    def walk(node: Any, where: tuple[Any, ...]) -> None:
+        if isinstance(node, list) and node:
+            candidates.append((len(_json(node)), where, node))
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            walk(child, (*where, key))
+
+    walk(value, path)
+    if not candidates:
+        return None
+    _, where, items = max(candidates, key=lambda candidate: candidate[0])
+    return where, items
+
+
+def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, *tail = path
+    if isinstance(value, dict):
+        return {**value, head: _replace(value[head], tuple(tail), new)}
+    return [_replace(item, tuple(tail), new) if index == head else item for index, item in enumerate(value)]
 
 
 T = TypeVar("T")

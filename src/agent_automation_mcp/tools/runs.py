@@ -13,10 +13,10 @@ from pydantic import Field
 
 from ..api.errors import ApiError
 from ..api.models import AgentRun, LogPage, PullRequest, github_pull_request
-from ..api.params import MAX_METADATA_CHARS, NOT_BOOL, AgentType, Id, Images, Metadata, Prompt, SourceType
+from ..api.params import MAX_METADATA_CHARS, STRICT_INT, AgentType, Id, Images, Metadata, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .registry import Toolset
-from .results import MAX_RESULT_CHARS, Output, PageLimit, PageSkip, Timestamp, next_skip, ok, trim_text
+from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, label, next_skip, ok, trim_text
 
 toolset = Toolset("runs")
 
@@ -26,9 +26,10 @@ WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answ
 POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
-                                   description="Wait up to this many seconds for the run to finish (0-50)."), NOT_BOOL]
+                                   description="Wait up to this many seconds for the run to finish (0-50)."),
+                       STRICT_INT]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
-Status = Annotated[str, Field(pattern=r"^[A-Za-z_]{1,40}$")]  # the service's status is an open string
+Status = Annotated[str, Field(max_length=40, pattern=r"^[A-Za-z_]+$")]  # the service's status is an open string
 MAX_SCANNED_RUNS: Final = 500  # the service has no status filter: ours reads at most this many runs per call
 FILTER_PAGE_SIZE: Final = 100  # in pages this large
 
@@ -68,8 +69,8 @@ class Run(Output):
     def describe(self) -> str:
         prs = "".join(f"; pull request pr_id {pr.pr_id}" + (f" (GitHub #{pr.number})" if pr.number else "")
                       for pr in self.pull_requests)
-        return f"Run {self.id} is {self.status or 'of unknown status'}{' (finished)' if self.is_terminal else ''}: " \
-               f"{self.web_url}{prs}"
+        finished = " (finished)" if self.is_terminal else ""
+        return f"Run {self.id} is {label(self.status, 'of unknown status')}{finished}{prs}; web_url in the result"
 
 
 class WaitedRun(Run):
@@ -105,7 +106,7 @@ async def create_agent_run(
     created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
                                             images=images)
     run = Run.of(created, _max_chars(ctx))
-    return ok(run, f"Started run {run.id} ({run.status}): {run.web_url}")
+    return ok(run, f"Started run {run.id} ({label(run.status)}); web_url in the result")
 
 
 @toolset.tool("Get agent run", "get_agent_run")
@@ -117,7 +118,7 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
     started = time.monotonic()
     run = await client.get_agent_run(agent_run_id)
     polls = 0
-    note = None
+    note = stopped = None
     while not run.is_terminal and (left := started + wait_seconds - time.monotonic()) > 0:
         waited = time.monotonic() - started
         await ctx.report_progress(waited, wait_seconds, f"run {agent_run_id} is {run.status}; waited {waited:.0f} s")
@@ -127,11 +128,12 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
             run = await client.get_agent_run(agent_run_id)
         except ApiError as exc:  # answer with the last status seen rather than lose it
             note = f"stopped waiting ({exc.kind}: {exc.message}); this is the last status seen"
+            stopped = f"stopped waiting ({exc.kind}); this is the last status seen"
             break
     out = WaitedRun(**Run.of(run, _max_chars(ctx)).model_dump(), waited_seconds=round(time.monotonic() - started, 1),
                     note=note)
     more = "" if out.is_terminal or not wait_seconds else f" after waiting {out.waited_seconds:g} s; call again to wait"
-    return ok(out, out.describe() + more + (f"; {note}" if note else ""))
+    return ok(out, out.describe() + more + (f"; {stopped}" if stopped else ""))
 
 
 @toolset.tool("List agent runs", "list_agent_runs")
@@ -140,7 +142,7 @@ async def list_agent_runs(
     user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
     source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
-        f"Only these statuses, e.g. [\"ERROR\",\"FAILED\"]; filtered here over ≤{MAX_SCANNED_RUNS} runs."))] = None,
+        f"Only these statuses, e.g. ERROR; filtered here over ≤{MAX_SCANNED_RUNS} runs."))] = None,
 ) -> Annotated[CallToolResult, RunList]:
     """List the organisation's agent runs, newest first, optionally filtered. Returns runs with status,
     pull requests and web_url, the total and next_skip for the next page."""
@@ -156,7 +158,7 @@ async def list_agent_runs(
         except ApiError as exc:
             if position == skip:
                 raise
-            taken.note = f"stopped early ({exc.kind}: {exc.message}): continue from next_skip"
+            taken.note = f"stopped early ({exc.kind}): continue from next_skip"
             break
         taken.total = page.total
         consumed = taken.take(page.items)
@@ -177,7 +179,7 @@ async def list_agent_runs(
 
 @dataclass
 class RunsTaken:
-    """The runs a list call returns: at most `limit`, only `wanted` statuses, within MAX_RESULT_CHARS."""
+    """The runs a list call returns: at most `limit`, only `wanted` statuses, within PAGE_ITEMS_CHARS."""
 
     max_chars: int
     limit: int
@@ -201,7 +203,7 @@ class RunsTaken:
                 continue
             run = Run.of(item, self.max_chars)
             size = len(run.model_dump_json())
-            if self.runs and self.size + size > MAX_RESULT_CHARS:
+            if self.runs and self.size + size > PAGE_ITEMS_CHARS:
                 self.note = f"stopped at {len(self.runs)} runs ({self.size:,} characters): continue from next_skip"
                 return consumed
             self.runs.append(run)

@@ -9,7 +9,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.models import CheckSuiteSettings
-from ..api.params import CheckRetryCount, Id
+from ..api.params import CheckLists, CheckPrompts, CheckRetryCount, CheckRetryCounts, Id
 from .callers import client_for
 from .registry import Toolset
 from .results import Output, ok
@@ -38,11 +38,10 @@ async def get_check_suite_settings(repo_id: RepoId, ctx: Context) -> Annotated[C
 async def update_check_suite_settings(
     repo_id: RepoId, ctx: Context,
     check_retry_count: CheckRetryCount | None = None,
-    ignored_checks: Annotated[list[str] | None, Field(description="Check names to ignore (replaces the list).")] = None,
-    check_retry_counts: Annotated[dict[str, CheckRetryCount] | None, Field(
-        description="Retry count per check name.")] = None,
-    custom_prompts: Annotated[dict[str, str] | None, Field(description="Fix instructions per check name.")] = None,
-    high_priority_apps: Annotated[list[str] | None, Field(
+    ignored_checks: Annotated[CheckLists | None, Field(description="Check names to ignore (replaces them).")] = None,
+    check_retry_counts: Annotated[CheckRetryCounts | None, Field(description="Retry count per check name.")] = None,
+    custom_prompts: Annotated[CheckPrompts | None, Field(description="Fix instructions per check name.")] = None,
+    high_priority_apps: Annotated[CheckLists | None, Field(
         description="Apps whose check failures are handled immediately.")] = None,
 ) -> Annotated[CallToolResult, SettingsChange]:
     """Change a repository's check-suite settings. Only the settings given change; give at least one."""

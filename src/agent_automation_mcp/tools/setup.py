@@ -12,7 +12,7 @@ from ..api.models import LogAnalysis, SetupCommands
 from ..api.params import Id, Prompt
 from .callers import client_for
 from .registry import Toolset
-from .results import ok
+from .results import label, ok
 
 toolset = Toolset("setup")
 
@@ -25,7 +25,7 @@ async def generate_setup_commands(
     """Start an agent run that works out the commands to install and build a repository in its sandbox.
     Returns the run's id; follow it with get_agent_run. Limit: 5 per minute."""
     out = await (await client_for(ctx)).generate_setup_commands(repo_id, prompt)
-    return ok(out, f"Setup-command run {out.agent_run_id} started ({out.status}){f': {out.url}' if out.url else ''}")
+    return ok(out, f"Setup-command run {out.agent_run_id} started ({label(out.status)})")
 
 
 @toolset.tool("Analyze sandbox logs", "analyze_sandbox_logs")
@@ -35,4 +35,4 @@ async def analyze_sandbox_logs(
     """Start an agent run that analyses a sandbox's setup logs and explains failures. Returns the run's id;
     follow it with get_agent_run. Limit: 5 per minute."""
     out = await (await client_for(ctx)).analyze_sandbox_logs(sandbox_id)
-    return ok(out, f"Log-analysis run {out.agent_run_id} started ({out.status})")
+    return ok(out, f"Log-analysis run {out.agent_run_id} started ({label(out.status)})")

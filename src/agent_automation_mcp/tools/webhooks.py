@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.models import WebhookConfig
-from ..api.params import WebhookUrl
+from ..api.params import WebhookSecret, WebhookUrl
 from .callers import client_for
+from .confirm import Answer, Question, ask, require_confirmation
 from .registry import Toolset
 from .results import Output, ok, reported
 
@@ -27,13 +28,14 @@ class WebhookChange(Output):
 async def get_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookConfig]:
     """Show the webhook called when an agent run finishes (url, enabled, whether a secret is set)."""
     out = await (await client_for(ctx)).get_webhook()
-    return ok(out, f"Webhook {out.url or 'not set'}{'' if out.enabled or not out.url else ' (disabled)'}")
+    state = "not set" if not out.url else "set" if out.enabled else "set but disabled"
+    return ok(out, f"Webhook {state}{'; its URL is in the result' if out.url else ''}")
 
 
 @toolset.tool("Set webhook", "set_webhook")
 async def set_webhook(
     url: WebhookUrl, ctx: Context,
-    secret: Annotated[str | None, Field(max_length=500, description="Shared secret to sign deliveries.")] = None,
+    secret: Annotated[WebhookSecret | None, Field(description="Shared secret to sign deliveries.")] = None,
     enabled: Annotated[bool, Field(description="false keeps the URL but pauses deliveries.")] = True,
 ) -> Annotated[CallToolResult, WebhookChange]:
     """Set (or replace) the organisation's agent-run completion webhook."""
@@ -41,9 +43,15 @@ async def set_webhook(
     return ok(WebhookChange(action="set", url=url, response=response), f"Webhook set to {url}")
 
 
+def _delete_question(ctx: Context) -> Question:
+    return ask(ctx, "Delete the organisation's agent-run completion webhook: no deliveries until one is set again.")
+
+
 @toolset.tool("Delete webhook", "delete_webhook")
-async def delete_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookChange]:
+async def delete_webhook(ctx: Context, confirmed: Annotated[Answer, Resolve(_delete_question)]) -> Annotated[
+        CallToolResult, WebhookChange]:
     """Remove the organisation's agent-run completion webhook."""
+    require_confirmation(confirmed, "delete_webhook")
     response = await (await client_for(ctx)).delete_webhook()
     return ok(WebhookChange(action="deleted", response=response), "Webhook deleted")
 
