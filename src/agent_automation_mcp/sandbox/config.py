@@ -28,15 +28,19 @@ class Faults:
     error_rate: float = 0.0
     drop_rate: float = 0.0
     malformed_rate: float = 0.0
+    rate_limited_rate: float = 0.0
+    retry_after: float | None = None  # seconds, sent with the 429s of `rate_limited_rate`
     operations: frozenset[str] | None = None  # restrict the faults to these operation names; None = all
 
     def __post_init__(self) -> None:
         if self.latency < 0:
             raise ValueError(f"latency must be >= 0, got {self.latency}")
-        for name in ("error_rate", "drop_rate", "malformed_rate"):
+        for name in ("error_rate", "drop_rate", "malformed_rate", "rate_limited_rate"):
             rate = getattr(self, name)
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {rate}")
+        if self.retry_after is not None and not self.retry_after >= 0:
+            raise ValueError(f"retry_after must be >= 0 seconds or null, got {self.retry_after}")
         if self.operations is not None:
             self.operations = frozenset(self.operations)
 
@@ -45,7 +49,7 @@ class Faults:
 
     @property
     def active(self) -> bool:
-        return bool(self.latency or self.error_rate or self.drop_rate or self.malformed_rate)
+        return bool(self.latency or self.error_rate or self.drop_rate or self.malformed_rate or self.rate_limited_rate)
 
 
 @dataclass

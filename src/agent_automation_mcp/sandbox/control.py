@@ -52,7 +52,8 @@ def control_routes(state: SandboxState) -> list[Route]:
             new = faults_from_json(json.loads(await request.body() or b"{}"))
         except ValueError as exc:  # also bad JSON
             return detail_error(400, str(exc))
-        for name in ("latency", "error_rate", "drop_rate", "malformed_rate", "operations"):
+        for name in ("latency", "error_rate", "drop_rate", "malformed_rate", "rate_limited_rate", "retry_after",
+                     "operations"):
             setattr(state.faults, name, getattr(new, name))  # in place: holders of `state.faults` see the change
         return JSONResponse(faults_to_json(state.faults))
 

@@ -72,6 +72,10 @@ def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
         request.scope[FAULT_KEY] = fault
         if fault == "error":
             return plain_error(500, "Internal server error (sandbox fault)")
+        if fault == "rate_limited":
+            after = faults.retry_after
+            return plain_error(429, "Rate limit exceeded (sandbox fault). Please try again later.",
+                               None if after is None else {"Retry-After": str(after if after % 1 else int(after))})
 
         try:
             path, query, raw_body, body = await _read(request, op, endpoint)
