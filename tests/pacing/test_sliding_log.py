@@ -180,10 +180,14 @@ def test_a_429_adapts_only_the_buckets_that_can_explain_it() -> None:
     assert setup.pause_until == float("-inf") and setup.spacing_until == float("-inf")
 
 
-def test_a_429_no_bucket_explains_adapts_them_all() -> None:
-    buckets = logs(RateLimit(5, 60.0), RateLimit(6, 30.0))
-    penalise(buckets, 10.0, retry_after=2.0)
-    assert [b.pause_until for b in buckets] == [12.0, 12.0]
+def test_a_429_no_bucket_explains_pauses_only_the_tightest_never_the_shared_standard() -> None:
+    standard, agent_creation = buckets = logs(RateLimit(60, 30.0), RateLimit(10, 60.0))
+    standard.charge(0.0)
+    agent_creation.charge(0.0)
+    assert penalise(buckets, 10.0, retry_after=99999.0) == sliding_log.MAX_PAUSE  # clamped
+    assert agent_creation.pause_until == 10.0 + sliding_log.MAX_PAUSE
+    assert standard.pause_until == float("-inf") and standard.spacing_until == float("-inf")
+    assert ready_at([standard], 10.0) == 10.0  # every other operation goes on at once
 
 
 def test_a_log_is_idle_once_it_can_no_longer_delay_anything() -> None:

@@ -26,6 +26,7 @@ from .errors import (
     ConfigurationError,
     ConnectionFailedError,
     OutcomeUnknownError,
+    RateLimitError,
     UnexpectedResponseError,
     ValidationFailedError,
     error_class_for_status,
@@ -121,11 +122,18 @@ class ApiTransport:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
                 wait = (await self.pacer.rate_limited(credentials.token_key, buckets, retry_after)
                         if self.pacer is not None else (retry_after if retry_after is not None else 1.0))
-                if rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
+                # The pacer pauses at most so long; a longer Retry-After is answered now, not waited out in a call.
+                clamped = retry_after is not None and retry_after > wait
+                if not clamped and rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
                     rate_limit_retries += 1
                     logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
                     await anyio.sleep(wait)
                     continue
+                if clamped:
+                    raise RateLimitError(_message(response), status=status, retry_after=retry_after, operation=op.name,
+                                         hint="The service asked for a longer wait than a call can hold (a quota, "
+                                              "perhaps); other tools still work. Call again after "
+                                              "retry_after_seconds, or tell the user.")
                 raise _error_from_response(op, response, retry_after=wait)
             if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
                 logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)

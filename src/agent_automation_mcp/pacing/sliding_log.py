@@ -148,6 +148,11 @@ def try_charge(logs: list[BucketLog], now: float, *, bulk: bool = False) -> floa
 
 def penalise(logs: list[BucketLog], now: float, retry_after: float | None,
              rng: random.Random | None = None) -> float:
-    """Adapt the buckets that can explain a 429 (all of them if none can) and return the pause."""
-    suspects = [log for log in logs if log.busy(now)] or logs
+    """Adapt the buckets that can explain a 429 and return the pause.
+
+    The 429 came from a bucket the refused request was charged to: those that were full lately can explain it.
+    When none can, it is put down to the tightest of them alone (the operation's own, such as agent_creation,
+    not standard, which every operation shares), so that one unexplained answer never pauses every tool.
+    """
+    suspects = [log for log in logs if log.busy(now)] or [min(logs, key=lambda log: log.limit.count / log.limit.window)]
     return max((log.penalise(now, retry_after, rng) for log in suspects), default=0.0)
