@@ -129,16 +129,19 @@ async def test_a_cancelled_waiter_is_never_charged(redis_server: RedisServer, in
     await replica.aclose()
 
 
-async def test_without_redis_each_replica_paces_locally_at_its_share_and_says_so(
+async def test_without_redis_a_replica_paces_at_its_share_on_top_of_the_history_it_saw(
         own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
     caplog.set_level(logging.INFO, logger="agent_automation_mcp.pacing")
-    replica, key = pacer(own_redis_server.url, {"standard": RateLimit(8, 30)}, max_replicas=4), token()
-    await replica.acquire(key, ["standard"], None)
+    limits, key = {"standard": RateLimit(8, 30)}, token()
+    other, replica = pacer(own_redis_server.url, limits, max_replicas=4), pacer(own_redis_server.url, limits)
+    for shared in (other, other, replica, replica):
+        await shared.acquire(key, ["standard"], None)
+    await other.aclose()
     own_redis_server.stop()
 
-    for _ in range(2):  # 8 // 4 = 2 per window while alone
-        await replica.acquire(key, ["standard"], time.monotonic() + 1)
+    # It saw 4 of 8 sent; its share of the 4 left is 1 (an empty history would have allowed 8 // 4 = 2).
+    await replica.acquire(key, ["standard"], time.monotonic() + 1)
     with pytest.raises(RateLimitError):
         await replica.acquire(key, ["standard"], time.monotonic() + 1)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -146,9 +149,11 @@ async def test_without_redis_each_replica_paces_locally_at_its_share_and_says_so
 
     own_redis_server.start()  # an empty Redis again, on the same port
     await anyio.sleep(0.06)
-    await replica.acquire(key, ["standard"], time.monotonic() + 1)
-    assert not replica.ledger.degraded
-    assert "reachable again" in caplog.records[-1].getMessage()
+    with pytest.raises(RateLimitError):  # still at its share, for a window, while other replicas come back
+        await replica.acquire(key, ["standard"], time.monotonic() + 1)
+    assert replica.ledger.degraded and "reachable again" in caplog.records[-1].getMessage()
+    async with Redis.from_url(own_redis_server.url) as inspect:  # what it sent meanwhile was carried into Redis
+        assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 1
     await replica.aclose()
 
 
