@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
-from typing import Final
+from typing import Final, Literal
 
 import anyio
 from redis.asyncio import Redis
@@ -40,6 +40,8 @@ _PENALISE: Final = files(__package__).joinpath("penalise.lua").read_text()
 _CARRY: Final = files(__package__).joinpath("carry.lua").read_text()
 _UNREACHABLE: Final = (RedisError, OSError, TimeoutError)
 
+Route = Literal["shared", "rejoining", "local"]
+
 
 def bucket_keys(token_key: str, buckets: Sequence[str]) -> list[str]:
     """Per bucket its log and its mode hash; the `{...}` hash tag keeps one token's keys in one slot."""
@@ -51,13 +53,13 @@ def bucket_keys(token_key: str, buckets: Sequence[str]) -> list[str]:
 
 
 class RedisLedger:
-    """A `Ledger` in Redis, falling back to local pacing while Redis is unreachable and a little after.
+    """A `Ledger` in Redis, falling back to local pacing while Redis is unreachable.
 
     While Redis answers, the local ledger mirrors the shared log of every bucket it touches (all replicas'
     sends), so a fall-back starts from that history, not from nothing. Cut off, this replica counts each of its
     sends `max_replicas` times on top of it: its share, whatever the others sent before. When Redis answers again,
-    the sends made meanwhile are carried into it; the replica keeps pacing at its share (carrying each send as it
-    goes) for one more window and the time other replicas take to notice, since their sends may not be there yet.
+    the sends made meanwhile are carried into it. For one more window (and the time other replicas take to notice)
+    a send must then pass both Redis and the local share: the sends of replicas still cut off are not in Redis yet.
     """
 
     def __init__(self, url: str, limits: Mapping[str, RateLimit], *, margin: float, max_replicas: int) -> None:
@@ -82,24 +84,29 @@ class RedisLedger:
         return self._retry_redis_at is not None or self._rejoined_until is not None
 
     async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> float:
-        if await self._redis_in_use():
+        route = await self._route()
+        if route == "rejoining" and (wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0)):
+            return wait
+        if route != "local":
             try:
-                return await self._charge(token_key, buckets, bulk)
+                wait = await self._charge(token_key, buckets, bulk, mirror=route == "shared")
             except _UNREACHABLE as exc:
                 self._lost(exc)
+            else:
+                if route == "rejoining" and not wait:  # counted in the local share too
+                    for log in self.local.bucket_logs(token_key, buckets):
+                        log.charge(time.monotonic())
+                return wait
         wait = await self.local.charge(token_key, buckets, bulk=bulk)
         if not wait:
             now, sent = time.monotonic(), self._unshared.setdefault(token_key, {})
             for bucket in buckets:  # only the last two windows can matter to Redis (see acquire.lua)
                 kept = 2 * self.limits[bucket].window + self.margin
                 sent[bucket] = [*(t for t in sent.get(bucket, ()) if now - t < kept), now]
-            if self._rejoined_until is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._carry_unshared()
         return wait
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
-        if await self._redis_in_use():
+        if await self._route() == "shared":
             try:
                 keys, args = bucket_keys(token_key, buckets), self._args(buckets, bulk, 0, ahead)
                 _, wait, now, *views = await self._acquire(keys=keys, args=args)
@@ -110,7 +117,7 @@ class RedisLedger:
         return await self.local.estimate(token_key, buckets, bulk=bulk, ahead=ahead)
 
     async def penalise(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
-        if await self._redis_in_use():
+        if await self._route() != "local":
             pause = -1 if retry_after is None else round(sliding_log.clamp_pause(retry_after) * _US)
             args = [pause, random.random(), *(round(x * _US) for x in (
                 self.margin, sliding_log.SPACING_SECONDS, sliding_log.STRIKE_MEMORY, sliding_log.MIN_PAUSE,
@@ -130,12 +137,13 @@ class RedisLedger:
         await self._redis.aclose()
         await self.local.aclose()
 
-    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool) -> float:
+    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool, *, mirror: bool) -> float:
         keys = bucket_keys(token_key, buckets)
         # Shielded: once the script has run, its answer must come back, or a cancelled caller stays charged.
         with anyio.CancelScope(shield=True):
             charged, value, now, *views = await self._acquire(keys=keys, args=self._args(buckets, bulk, 1, 0))
-        self._mirror(token_key, buckets, now, views)
+        if mirror:
+            self._mirror(token_key, buckets, now, views)
         if not charged:
             return max(value, 1) / _US
         try:
@@ -178,30 +186,31 @@ class RedisLedger:
             log.mirror([local_time(sent) for sent in reversed(sends)], local_time(pause_until),
                        local_time(spacing_until), now)
 
-    async def _redis_in_use(self) -> bool:
-        """Whether to ask Redis now. Rejoins it when due: carries the sends made meanwhile, then paces at the share
-        until every replica's sends are surely in Redis or out of every window."""
+    async def _route(self) -> Route:
+        """Where to pace now. Rejoins Redis when due: carries the sends made meanwhile, then keeps the local share
+        as well until every replica's sends are surely in Redis or out of every window."""
         now = time.monotonic()
         if self._retry_redis_at is not None:
             if now < self._retry_redis_at:
-                return False
+                return "local"
             self._retry_redis_at = now + RETRY_REDIS_AFTER  # one attempt at a time; the others stay local
             try:
                 await self._carry_unshared()
             except _UNREACHABLE as exc:
                 self._lost(exc)
-                return False
+                return "local"
             self._retry_redis_at = None
             grace = max(limit.window for limit in self.limits.values()) + self.margin + RETRY_REDIS_AFTER
             self._rejoined_until = now + grace
-            logger.warning("Redis is reachable again; this replica's sends meanwhile are in it; pacing at 1/%d for "
-                           "another %.1fs, until every replica's are", self.max_replicas, grace)
+            logger.warning("Redis is reachable again, and this replica's sends meanwhile are in it; keeping to "
+                           "1/%d of each limit as well for another %.1fs, until every replica's are",
+                           self.max_replicas, grace)
         if self._rejoined_until is not None:
             if now < self._rejoined_until:
-                return False
+                return "rejoining"
             self._rejoined_until = None
             logger.warning("Pacing is shared across replicas through Redis again")
-        return True
+        return "shared"
 
     def _lost(self, exc: BaseException) -> None:
         now = time.monotonic()
@@ -218,12 +227,17 @@ class RedisLedger:
         now = time.monotonic()
         if not self._unshared:
             await self._redis.ping()  # nothing to carry; only whether Redis answers
-        for token_key, sent in list(self._unshared.items()):
+        for token_key in list(self._unshared):
+            sent = self._unshared.pop(token_key)  # sends made while this awaits are carried next time
             buckets = sorted(sent)
             args: list[int | float] = [round(self.margin * _US)]
             for bucket in buckets:
                 limit = self.limits[bucket]
                 recent = [round((now - t) * _US) for t in sent[bucket]]
                 args += [limit.count, round(limit.window * _US), len(recent), *recent]
-            await self._carry(keys=bucket_keys(token_key, buckets)[::2], args=args)
-            del self._unshared[token_key]
+            try:
+                await self._carry(keys=bucket_keys(token_key, buckets)[::2], args=args)
+            except BaseException:
+                later = self._unshared.pop(token_key, {})
+                self._unshared[token_key] = {b: sent.get(b, []) + later.get(b, []) for b in sent.keys() | later.keys()}
+                raise
