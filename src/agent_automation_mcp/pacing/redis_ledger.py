@@ -77,6 +77,7 @@ class RedisLedger:
         self._retry_redis_at: float | None = None  # set while Redis is unreachable
         self._rejoined_until: float | None = None  # set while pacing at the share after Redis came back
         self._unshared: dict[str, dict[str, list[float]]] = {}  # token -> bucket -> sends Redis has not seen
+        self._rejoining = anyio.Lock()
 
     @property
     def degraded(self) -> bool:
@@ -85,18 +86,25 @@ class RedisLedger:
 
     async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> float:
         route = await self._route()
-        if route == "rejoining" and (wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0)):
-            return wait
-        if route != "local":
+        if route == "shared":
             try:
-                wait = await self._charge(token_key, buckets, bulk, mirror=route == "shared")
+                return await self._charge(token_key, buckets, bulk, mirror=True)
             except _UNREACHABLE as exc:
                 self._lost(exc)
-            else:
-                if route == "rejoining" and not wait:  # counted in the local share too
-                    for log in self.local.bucket_logs(token_key, buckets):
-                        log.charge(time.monotonic())
-                return wait
+        elif route == "rejoining":
+            # One at a time: the local share is checked before Redis is asked, and counted after it said yes.
+            async with self._rejoining:
+                if wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0):
+                    return wait
+                try:
+                    wait = await self._charge(token_key, buckets, bulk, mirror=False)
+                except _UNREACHABLE as exc:
+                    self._lost(exc)
+                else:
+                    if not wait:
+                        for log in self.local.bucket_logs(token_key, buckets):
+                            log.charge(time.monotonic())
+                    return wait
         wait = await self.local.charge(token_key, buckets, bulk=bulk)
         if not wait:
             now, sent = time.monotonic(), self._unshared.setdefault(token_key, {})
