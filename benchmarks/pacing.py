@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import multiprocessing
 import shutil
 import statistics
@@ -249,7 +250,7 @@ class OutageRow:
     replicas: int
     requests: int
     rejected: tuple[int, int, int]  # 429s before the outage, during it, after Redis is back
-    admitted_during: float  # of the most the standard bucket allows over the outage
+    admitted_during: float  # of the most an exact sliding log admits to the standard bucket over the outage
     failed: int  # calls that raised: a rate_limited answer or any other error
     wait_p50: float
     wait_p99: float
@@ -266,7 +267,7 @@ def outage_scenario(redis: RedisServer, duration: float, outage: Outage, replica
     return OutageRow(outage.seconds, replicas, len(log), (sum(1 for t in rejected if t < down),
                                           sum(1 for t in rejected if down <= t < up),
                                           sum(1 for t in rejected if t >= up)),
-                     len(during) / (standard.count * outage.seconds / standard.window),
+                     len(during) / (standard.count * math.ceil(outage.seconds / standard.window)),
                      sum(o.budget_errors + len(o.other_errors) for o in outcomes),
                      percentile(waits, 50), percentile(waits, 99),
                      sorted({e for o in outcomes for e in o.other_errors}))
@@ -281,8 +282,8 @@ def render_outage(rows: list[OutageRow], duration: float, command: str) -> str:
         f"equal to their number. {duration / 4:g} s in, the redis-server is killed; it is started again, empty, "
         "on the same port, after the outage given in the first column.", "",
         "- **429**: answers the sandbox refused, before the outage / during it / after Redis is back.",
-        "- **admitted during the outage**: requests the sandbox admitted while Redis was down, over the most the "
-        "standard bucket allows in that time.",
+        "- **admitted during the outage**: requests the sandbox admitted while Redis was down, over the most an "
+        "exact sliding log admits to the standard bucket in that span, N·⌈span/W⌉.",
         "- **failed calls**: calls that raised (rate_limited after their budget, or any other error).", "",
         "| outage | replicas | requests | 429 before / during / after | admitted during the outage | failed calls | "
         "added wait p50 / p99 |",
