@@ -293,7 +293,16 @@ def render_outage(rows: list[OutageRow], duration: float, command: str) -> str:
         before, during, after = r.rejected
         lines.append(f"| {r.outage:g} s | {r.replicas} | {r.requests} | {before} / {during} / {after} | "
                      f"{r.admitted_during:.3f} | {r.failed} | {r.wait_p50:.2f} s / {r.wait_p99:.2f} s |")
-    return "\n".join(lines) + "\n"
+    lines += [
+        "", "- While Redis is down, each replica sends at 1/R of every limit on top of the shared history it last "
+        "saw (and counts the room that freed since it last saw it as taken), so with the load spread evenly they "
+        "use the whole limit together, and no more.",
+        "- When Redis is back, each replica carries into it what it sent meanwhile and, for the longest window "
+        f"({max(limit.window for limit in LIMITS.values()):g} s here) plus the margin and the 2 s a replica takes "
+        "to try Redis again, keeps to its share as well as to Redis: until then another replica may still be "
+        "sending from its own share, unseen by Redis.", "",
+    ]
+    return "\n".join(lines)
 
 
 @dataclass
