@@ -165,3 +165,21 @@ async def test_an_unreachable_redis_from_the_start_still_serves(caplog: pytest.L
     assert time.monotonic() - started < 1
     assert replica.ledger.degraded and "unreachable" in caplog.text
     await replica.aclose()
+
+
+async def test_sends_made_while_cut_off_are_merged_into_a_redis_that_kept_its_log(
+        redis_server: RedisServer, inspect: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
+    replica, key = pacer(redis_server.url, {"standard": RateLimit(20, 30)}, max_replicas=2), token()
+    for _ in range(4):
+        await replica.acquire(key, ["standard"], None)
+    await inspect.execute_command("CLIENT", "PAUSE", 700, "ALL")  # stalled, not restarted: the log stays
+    for _ in range(3):  # the first one times out on Redis; all three go at this replica's share
+        await replica.acquire(key, ["standard"], None)
+    assert replica.ledger.degraded
+    await anyio.sleep(0.8)
+    await replica.acquire(key, ["standard"], None)  # Redis again: the three are carried in, then this one
+
+    stamps = [int(s) for s in await inspect.lrange(f"aamcp:{{{key}}}:standard", 0, -1)]
+    assert len(stamps) >= 8 and stamps == sorted(stamps, reverse=True)  # merged in time order, newest first
+    await replica.aclose()
