@@ -123,7 +123,8 @@ class ApiTransport:
                 wait = (await self.pacer.rate_limited(credentials.token_key, buckets, retry_after)
                         if self.pacer is not None else (retry_after if retry_after is not None else 1.0))
                 # The pacer pauses at most so long; a longer Retry-After is answered now, not waited out in a call.
-                clamped = retry_after is not None and retry_after > wait
+                # (A second of slack: an HTTP-date Retry-After and the pacer's rounding may differ by a little.)
+                clamped = retry_after is not None and retry_after > wait + 1
                 if not clamped and rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
                     rate_limit_retries += 1
                     logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
