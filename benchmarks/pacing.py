@@ -6,12 +6,18 @@ Every window is scaled down tenfold on both sides (standard 60/3 s, logs 60/6 s,
 For each server algorithm, 20 callers on one token call through 1 replica (memory or Redis) or 3 replica
 processes sharing a private redis-server; then a 10,000-entry trace is read page by page and in parallel.
 Loopback only, bounded in time (about 7 minutes on 2 cores), and everything it starts it stops.
+
+    .venv/bin/python benchmarks/pacing.py --outage [--duration 60] [--outage-seconds 30,5] [--write docs/benchmarks.md]
+
+runs only the Redis outage instead: 3 replicas under the same load, the redis-server killed a quarter of the way
+in and started again (empty) `--outage-seconds` later, once per value given.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import multiprocessing
 import shutil
 import statistics
@@ -59,6 +65,7 @@ class ReplicaJob:
     start_at: float  # time.time(): replicas in separate processes start together
     duration: float
     first_caller: int
+    max_replicas: int = 4
 
 
 @dataclass
@@ -98,14 +105,16 @@ class TimedPacer:
         await self.inner.aclose()
 
 
-def settings_for(base_url: str, redis_url: str | None) -> ApiSettings:
-    return ApiSettings(base_url=base_url, rate_limits=dict(LIMITS), redis_url=redis_url, rate_margin=MARGIN)
+def settings_for(base_url: str, redis_url: str | None, max_replicas: int = 4) -> ApiSettings:
+    return ApiSettings(base_url=base_url, rate_limits=dict(LIMITS), redis_url=redis_url, rate_margin=MARGIN,
+                       max_replicas=max_replicas)
 
 
 async def run_replica(job: ReplicaJob) -> ReplicaResult:
-    pacer = TimedPacer(create_pacer(settings_for(job.base_url, job.redis_url)))
+    settings = settings_for(job.base_url, job.redis_url, job.max_replicas)
+    pacer = TimedPacer(create_pacer(settings))
     result = ReplicaResult()
-    async with ApiTransport(settings_for(job.base_url, job.redis_url), pacer) as transport:
+    async with ApiTransport(settings, pacer) as transport:
         client = AgentAutomationClient(transport, Credentials(job.token, job.org_id))
         async def caller(number: int) -> None:
             calls = 0
@@ -180,7 +189,17 @@ def create_run(base_url: str, entries: int) -> int:
     return int(response.json()["id"])
 
 
-def load_scenario(algorithm: str, replicas: int, redis: RedisServer | None, duration: float) -> LoadRow:
+@dataclass
+class Outage:
+    """The redis-server is killed `at` seconds into the load and started again, empty, `seconds` later."""
+
+    at: float
+    seconds: float
+
+
+def run_load(algorithm: str, replicas: int, redis: RedisServer | None, duration: float,
+             outage: Outage | None = None) -> tuple[list[Any], list[ReplicaResult], float]:
+    """The sandbox's log of API requests, each replica's results, and when the load started (time.time())."""
     config = SandboxConfig(rate_limits=dict(LIMITS), algorithm=algorithm, retry_after=True, seed=11)
     with SandboxServer(config) as sandbox:
         run_id = create_run(sandbox.url, 20)
@@ -193,16 +212,27 @@ def load_scenario(algorithm: str, replicas: int, redis: RedisServer | None, dura
         processes = []
         for i, callers in enumerate(shares):
             job = ReplicaJob(sandbox.url, sandbox.token, sandbox.org_id, run_id,
-                             redis.url if redis is not None else None, callers, start_at, duration, sum(shares[:i]))
+                             redis.url if redis is not None else None, callers, start_at, duration, sum(shares[:i]),
+                             max_replicas=replicas if outage is not None else 4)
             process = context.Process(target=replica_process, args=(job, results), daemon=True)
             process.start()
             processes.append(process)
+        if outage is not None and redis is not None:
+            time.sleep(max(0.0, start_at + outage.at - time.time()))
+            redis.stop()
+            time.sleep(outage.seconds)
+            redis.start()
         outcomes = [ReplicaResult(**results.get(timeout=duration + CALL_BUDGET + 30)) for _ in processes]
         for process in processes:
             process.join(timeout=10)
             if process.is_alive():
                 process.kill()
         log = [r for r in sandbox.request_log if r.operation is not None]
+    return log, outcomes, start_at
+
+
+def load_scenario(algorithm: str, replicas: int, redis: RedisServer | None, duration: float) -> LoadRow:
+    log, outcomes, start_at = run_load(algorithm, replicas, redis, duration)
     admitted = [r.time for r in log if r.status != 429]
     rejected = [r.time for r in log if r.status == 429]
     waits = [w for outcome in outcomes for w in outcome.waits]
@@ -212,6 +242,67 @@ def load_scenario(algorithm: str, replicas: int, redis: RedisServer | None, dura
                    utilisation(admitted, LIMITS[STANDARD], algorithm),
                    percentile(waits, 50), percentile(waits, 99), sum(o.budget_errors for o in outcomes),
                    sum(len(o.other_errors) for o in outcomes))
+
+
+@dataclass
+class OutageRow:
+    outage: float  # seconds Redis was down
+    replicas: int
+    requests: int
+    rejected: tuple[int, int, int]  # 429s before the outage, during it, after Redis is back
+    admitted_during: float  # of the most an exact sliding log admits to the standard bucket over the outage
+    failed: int  # calls that raised: a rate_limited answer or any other error
+    wait_p50: float
+    wait_p99: float
+    errors: list[str]
+
+
+def outage_scenario(redis: RedisServer, duration: float, outage: Outage, replicas: int = 3) -> OutageRow:
+    log, outcomes, start_at = run_load("sliding-log", replicas, redis, duration, outage)
+    down, up = start_at + outage.at, start_at + outage.at + outage.seconds
+    rejected = [r.time for r in log if r.status == 429]
+    during = [r.time for r in log if r.status != 429 and down <= r.time < up]
+    standard = LIMITS[STANDARD]
+    waits = [w for outcome in outcomes for w in outcome.waits]
+    return OutageRow(outage.seconds, replicas, len(log), (sum(1 for t in rejected if t < down),
+                                          sum(1 for t in rejected if down <= t < up),
+                                          sum(1 for t in rejected if t >= up)),
+                     len(during) / (standard.count * math.ceil(outage.seconds / standard.window)),
+                     sum(o.budget_errors + len(o.other_errors) for o in outcomes),
+                     percentile(waits, 50), percentile(waits, 99),
+                     sorted({e for o in outcomes for e in o.other_errors}))
+
+
+def render_outage(rows: list[OutageRow], duration: float, command: str) -> str:
+    lines = [
+        "## Pacing through a Redis outage", "",
+        f"Produced by `{command}` on loopback (2 cores). The load of the pacing section ({CALLERS} callers on one "
+        f"token, a 20 s budget per call, windows scaled down tenfold: standard {LIMITS[STANDARD]}) for "
+        f"{duration:g} s through replica processes sharing a redis-server, with `AGENT_AUTOMATION_MAX_REPLICAS` "
+        f"equal to their number. {duration / 4:g} s in, the redis-server is killed; it is started again, empty, "
+        "on the same port, after the outage given in the first column.", "",
+        "- **429**: answers the sandbox refused, before the outage / during it / after Redis is back.",
+        "- **admitted during the outage**: requests the sandbox admitted while Redis was down, over the most an "
+        "exact sliding log admits to the standard bucket in that span, N·⌈span/W⌉.",
+        "- **failed calls**: calls that raised (rate_limited after their budget, or any other error).", "",
+        "| outage | replicas | requests | 429 before / during / after | admitted during the outage | failed calls | "
+        "added wait p50 / p99 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        before, during, after = r.rejected
+        lines.append(f"| {r.outage:g} s | {r.replicas} | {r.requests} | {before} / {during} / {after} | "
+                     f"{r.admitted_during:.3f} | {r.failed} | {r.wait_p50:.2f} s / {r.wait_p99:.2f} s |")
+    lines += [
+        "", "- While Redis is down, each replica sends at 1/R of every limit on top of the shared history it last "
+        "saw (and counts the room that freed since it last saw it as taken), so with the load spread evenly they "
+        "use the whole limit together, and no more.",
+        "- When Redis is back, each replica carries into it what it sent meanwhile and, for the longest window "
+        f"({max(limit.window for limit in LIMITS.values()):g} s here) plus the margin and the 2 s a replica takes "
+        "to try Redis again, keeps to its share as well as to Redis: until then another replica may still be "
+        "sending from its own share, unseen by Redis.", "",
+    ]
+    return "\n".join(lines)
 
 
 @dataclass
@@ -335,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS),
                         help=f"server algorithms to run, comma-separated (default: {','.join(ALGORITHMS)})")
+    parser.add_argument("--outage", action="store_true", help="run only the Redis outage scenario")
+    parser.add_argument("--outage-seconds", default="30", help="how long Redis stays down, comma-separated for "
+                                                                "several runs (default: %(default)s)")
     args = parser.parse_args(argv)
     algorithms = [name.strip() for name in args.algorithms.split(",") if name.strip()]
     if unknown := set(algorithms) - set(ALGORITHMS):
@@ -343,9 +437,19 @@ def main(argv: list[str] | None = None) -> int:
         print("redis-server is not installed (apt-get install redis-server)", file=sys.stderr)
         return 2
 
-    rows: list[LoadRow] = []
     redis = RedisServer(shutil.which("redis-server") or "redis-server")
     redis.start()
+    if args.outage:
+        outages = []
+        try:
+            for seconds in args.outage_seconds.split(","):
+                outages.append(outage_scenario(redis, args.duration, Outage(args.duration / 4, float(seconds))))
+                print(outages[-1], flush=True)
+        finally:
+            redis.stop()
+        publish(render_outage(outages, args.duration, command_line("pacing.py", argv)), args.write)
+        return 0
+    rows: list[LoadRow] = []
     try:
         for algorithm in algorithms:
             for replicas, shared in ((1, False), (1, True), (3, True)):

@@ -22,7 +22,7 @@ def write_section(path: Path, section: str) -> None:
             parts[index] = body
             break
     else:
-        parts[0] = parts[0].rstrip("\n") + "\n\n"
+        parts[-1] = parts[-1].rstrip("\n") + "\n\n"
         parts.append(body)
     path.write_text("".join(parts).rstrip("\n") + "\n")
 

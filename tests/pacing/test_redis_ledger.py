@@ -69,7 +69,8 @@ async def test_keys_name_a_hash_of_the_token_never_the_token(redis_server: Redis
     credentials = Credentials(f"sk-secret-{uuid.uuid4().hex}")
     replica = pacer(redis_server.url, {"standard": RateLimit(5, 10), "logs": RateLimit(5, 10)})
     await replica.acquire(credentials.token_key, ["logs", "standard"], None)
-    await replica.rate_limited(credentials.token_key, ["logs", "standard"], 1.0)
+    for bucket in ("logs", "standard"):
+        await replica.rate_limited(credentials.token_key, [bucket], 1.0)
     await replica.aclose()
 
     keys = sorted(k.decode() for k in await inspect.keys(f"*{credentials.token_key}*"))
@@ -128,16 +129,19 @@ async def test_a_cancelled_waiter_is_never_charged(redis_server: RedisServer, in
     await replica.aclose()
 
 
-async def test_without_redis_each_replica_paces_locally_at_its_share_and_says_so(
+async def test_without_redis_a_replica_paces_at_its_share_on_top_of_the_history_it_saw(
         own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
     caplog.set_level(logging.INFO, logger="agent_automation_mcp.pacing")
-    replica, key = pacer(own_redis_server.url, {"standard": RateLimit(8, 30)}, max_replicas=4), token()
-    await replica.acquire(key, ["standard"], None)
+    limits, key = {"standard": RateLimit(8, 30)}, token()
+    other, replica = pacer(own_redis_server.url, limits, max_replicas=4), pacer(own_redis_server.url, limits)
+    for shared in (other, other, replica, replica):
+        await shared.acquire(key, ["standard"], None)
+    await other.aclose()
     own_redis_server.stop()
 
-    for _ in range(2):  # 8 // 4 = 2 per window while alone
-        await replica.acquire(key, ["standard"], time.monotonic() + 1)
+    # It saw 4 of 8 sent; its share of the 4 left is 1 (an empty history would have allowed 8 // 4 = 2).
+    await replica.acquire(key, ["standard"], time.monotonic() + 1)
     with pytest.raises(RateLimitError):
         await replica.acquire(key, ["standard"], time.monotonic() + 1)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -145,9 +149,11 @@ async def test_without_redis_each_replica_paces_locally_at_its_share_and_says_so
 
     own_redis_server.start()  # an empty Redis again, on the same port
     await anyio.sleep(0.06)
-    await replica.acquire(key, ["standard"], time.monotonic() + 1)
-    assert not replica.ledger.degraded
-    assert "reachable again" in caplog.records[-1].getMessage()
+    with pytest.raises(RateLimitError):  # still at its share, for a window, while other replicas come back
+        await replica.acquire(key, ["standard"], time.monotonic() + 1)
+    assert replica.ledger.degraded and "reachable again" in caplog.records[-1].getMessage()
+    async with Redis.from_url(own_redis_server.url) as inspect:  # what it sent meanwhile was carried into Redis
+        assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 1
     await replica.aclose()
 
 
@@ -158,4 +164,22 @@ async def test_an_unreachable_redis_from_the_start_still_serves(caplog: pytest.L
     await replica.acquire(token(), ["standard"], time.monotonic() + 1)
     assert time.monotonic() - started < 1
     assert replica.ledger.degraded and "unreachable" in caplog.text
+    await replica.aclose()
+
+
+async def test_sends_made_while_cut_off_are_merged_into_a_redis_that_kept_its_log(
+        redis_server: RedisServer, inspect: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
+    replica, key = pacer(redis_server.url, {"standard": RateLimit(20, 30)}, max_replicas=2), token()
+    for _ in range(4):
+        await replica.acquire(key, ["standard"], None)
+    await inspect.execute_command("CLIENT", "PAUSE", 700, "ALL")  # stalled, not restarted: the log stays
+    for _ in range(3):  # the first one times out on Redis; all three go at this replica's share
+        await replica.acquire(key, ["standard"], None)
+    assert replica.ledger.degraded
+    await anyio.sleep(0.8)
+    await replica.acquire(key, ["standard"], None)  # Redis again: the three are carried in, then this one
+
+    stamps = [int(s) for s in await inspect.lrange(f"aamcp:{{{key}}}:standard", 0, -1)]
+    assert len(stamps) >= 8 and stamps == sorted(stamps, reverse=True)  # merged in time order, newest first
     await replica.aclose()

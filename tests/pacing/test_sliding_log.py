@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -180,10 +181,14 @@ def test_a_429_adapts_only_the_buckets_that_can_explain_it() -> None:
     assert setup.pause_until == float("-inf") and setup.spacing_until == float("-inf")
 
 
-def test_a_429_no_bucket_explains_adapts_them_all() -> None:
-    buckets = logs(RateLimit(5, 60.0), RateLimit(6, 30.0))
-    penalise(buckets, 10.0, retry_after=2.0)
-    assert [b.pause_until for b in buckets] == [12.0, 12.0]
+def test_a_429_no_bucket_explains_pauses_only_the_tightest_never_the_shared_standard() -> None:
+    standard, agent_creation = buckets = logs(RateLimit(60, 30.0), RateLimit(10, 60.0))
+    standard.charge(0.0)
+    agent_creation.charge(0.0)
+    assert penalise(buckets, 10.0, retry_after=99999.0) == sliding_log.MAX_PAUSE  # clamped
+    assert agent_creation.pause_until == 10.0 + sliding_log.MAX_PAUSE
+    assert standard.pause_until == float("-inf") and standard.spacing_until == float("-inf")
+    assert ready_at([standard], 10.0) == 10.0  # every other operation goes on at once
 
 
 def test_a_log_is_idle_once_it_can_no_longer_delay_anything() -> None:
@@ -191,3 +196,20 @@ def test_a_log_is_idle_once_it_can_no_longer_delay_anything() -> None:
     bucket.charge(0.0)
     assert not bucket.idle(20.0)
     assert bucket.idle(20.25)
+
+
+def test_a_replica_cut_off_paces_at_its_share_on_top_of_the_history_it_saw() -> None:
+    log = BucketLog(RateLimit(12, 10.0), MARGIN, weight=3)  # one of 3 replicas
+    log.mirror([0.0] * 7, -math.inf, -math.inf, at=1.0)  # every replica's sends, as Redis last showed them
+    assert try_charge([log], 1.0) == 0 and try_charge([log], 1.0) > 0  # its third of the 5 left: 1
+    assert ready_at([log], 1.0) == 10.25  # the rest only once the shared sends leave the window
+    sent = run_greedy([log], [(10.25, [0])] * 8)[0]
+    assert sent[0] == 10.25 and most_in_any_window(sent, 10.0) == 4  # then a third of the limit: 12 / 3
+
+
+def test_room_freed_since_the_shared_log_was_seen_counts_as_taken_when_it_is_lost() -> None:
+    log = BucketLog(RateLimit(4, 10.0), MARGIN, weight=2)
+    log.mirror([0.0, 1.0, 2.0, 3.0], -math.inf, -math.inf, at=5.0)
+    log.assume_taken(10.5)  # the send at 0 left the window at 10.25, unseen: another replica may have taken it
+    assert list(log.sends)[-1] == 10.5
+    assert ready_at([log], 10.5) == 12.25  # room for 2 (its weight) once 1.0 and 2.0 leave too; 11.25 without

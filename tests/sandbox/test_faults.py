@@ -80,6 +80,18 @@ def test_malformed_bodies_are_200_and_not_json(api: httpx2.Client, sandbox: Sand
     assert missing.status_code == 404 and missing.json()["status_code"] == 404  # errors stay intact
 
 
+def test_throttle_answers_429_with_the_chosen_retry_after(api: httpx2.Client, sandbox: SandboxServer) -> None:
+    put_faults(sandbox, throttle_rate=1.0, throttle_retry_after=99999, operations=["get_agent_run"])
+    refused = api.get(org_path(sandbox, "/agent/run/401"))
+    assert api.get("/v1/users/me").status_code == 200  # other operations are unaffected
+    put_faults(sandbox, throttle_rate=1.0, throttle_retry_after=None, operations=["get_agent_run"])
+    bare = api.get(org_path(sandbox, "/agent/run/401"))
+    put_faults(sandbox)
+    assert (refused.status_code, refused.headers["retry-after"]) == (429, "99999")
+    assert bare.status_code == 429 and "retry-after" not in bare.headers
+    assert [r.fault for r in sandbox.state.requests_for("get_agent_run")] == ["throttle"] * 2
+
+
 def test_latency_delays_only_the_chosen_operations(api: httpx2.Client, sandbox: SandboxServer) -> None:
     put_faults(sandbox, latency=0.15, operations=["get_agent_run"])
     started = time.monotonic()
@@ -94,7 +106,9 @@ def test_the_fault_control_validates_and_reports(sandbox: SandboxServer) -> None
     assert httpx2.put(f"{sandbox.url}/_sandbox/faults", content=b"{").status_code == 400
     current = put_faults(sandbox, error_rate=0.25, operations=["get_user"]).json()
     assert current == {"latency": 0.0, "error_rate": 0.25, "drop_rate": 0.0, "malformed_rate": 0.0,
-                       "throttle_rate": 0.0, "redirect_rate": 0.0, "empty_rate": 0.0, "operations": ["get_user"]}
+                       "throttle_rate": 0.0, "redirect_rate": 0.0, "empty_rate": 0.0, "throttle_retry_after": 0.0,
+                       "operations": ["get_user"]}
+    assert put_faults(sandbox, throttle_retry_after=-1).status_code == 400
     assert httpx2.get(f"{sandbox.url}/_sandbox/faults").json() == current
     with pytest.raises(ValueError):
         Faults(drop_rate=-0.1)

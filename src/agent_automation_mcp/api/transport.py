@@ -32,6 +32,7 @@ from .errors import (
     ConfigurationError,
     ConnectionFailedError,
     OutcomeUnknownError,
+    RateLimitError,
     UnexpectedResponseError,
     UnexpectedStatusError,
     ValidationFailedError,
@@ -136,11 +137,20 @@ class ApiTransport:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
                 wait = (await self.pacer.rate_limited(credentials.token_key, buckets, retry_after)
                         if self.pacer is not None else (retry_after if retry_after is not None else 1.0))
-                if rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
+                # The pacer pauses at most so long; a longer Retry-After is answered now, not waited out in a call.
+                # (A second of slack: an HTTP-date Retry-After and the pacer's rounding may differ by a little.)
+                clamped = retry_after is not None and retry_after > wait + 1
+                if not clamped and rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
                     rate_limit_retries += 1
                     logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
                     await anyio.sleep(wait)
                     continue
+                if clamped:
+                    raise RateLimitError(_message(response, secret), status=status, retry_after=retry_after,
+                                         operation=op.name,
+                                         hint="The service asked for a longer wait than a call can hold (a quota, "
+                                              "perhaps); other tools still work. Call again after "
+                                              "retry_after_seconds, or tell the user.")
                 raise _error_from_response(op, response, secret, retry_after=wait)
             if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
                 logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)

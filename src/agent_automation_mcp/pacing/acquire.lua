@@ -3,7 +3,8 @@
 -- KEYS: per bucket, its log (send times in microseconds, newest first) and its mode hash.
 -- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin,
 --       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up.
--- Returns {1, now} when charged, else {0, wait}; times in microseconds.
+-- Returns {1, now, views...} when charged, else {0, wait, now, views...}; times in microseconds. Per bucket a
+-- view {pause_until, spacing_until, sends newest first...} lets the replica keep the shared log should Redis go.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local charge, ahead, margin = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -52,6 +53,13 @@ if charge == 1 and ready <= now then
     -- kept two windows: the 429 handler asks whether this bucket was full lately
     redis.call('PEXPIRE', log, math.ceil((2 * window + margin) / 1000) + 1000)
   end
-  return {1, now}
 end
-return {0, ready - now}
+local reply = {0, ready - now, now}
+if charge == 1 and ready <= now then reply = {1, now, now} end
+for i = 1, buckets do
+  local state = redis.call('HMGET', KEYS[2 * i], 'pause_until', 'spacing_until')
+  local view = {tonumber(state[1]) or 0, tonumber(state[2]) or 0}
+  for _, sent in ipairs(redis.call('LRANGE', KEYS[2 * i - 1], 0, -1)) do view[#view + 1] = tonumber(sent) end
+  reply[#reply + 1] = view
+end
+return reply

@@ -1,5 +1,5 @@
 -- Record an unexpected 429 for every replica: the buckets that can explain it (N sends in the last two
--- windows; all of them when none can) pause and switch to even spacing. The same rule as sliding_log.py.
+-- windows; the tightest alone when none can) pause and switch to even spacing. The same rule as sliding_log.py.
 -- KEYS: per bucket, its log and its mode hash.
 -- ARGV: pause (-1 when the service gave no Retry-After), jitter (0..1), margin, spacing_for, strike_memory,
 --       min_pause, backoff_cap, then per bucket: limit, window. Times in microseconds.
@@ -16,8 +16,13 @@ for i = 1, buckets do
   local oldest = redis.call('LINDEX', KEYS[2 * i - 1], limit - 1)
   if oldest and tonumber(oldest) > now - 2 * window - margin then suspects[#suspects + 1] = i end
 end
-if #suspects == 0 then
-  for i = 1, buckets do suspects[i] = i end
+if #suspects == 0 then  -- none can explain it: the tightest bucket alone (see sliding_log.penalise)
+  local tightest, rate = 1, math.huge
+  for i = 1, buckets do
+    local r = tonumber(ARGV[6 + 2 * i]) / tonumber(ARGV[7 + 2 * i])
+    if r < rate then tightest, rate = i, r end
+  end
+  suspects[1] = tightest
 end
 local wait = 0
 for _, i in ipairs(suspects) do

@@ -73,16 +73,22 @@ def backoff(strikes: int, rng: random.Random | None = None) -> float:
 
 @dataclass(slots=True)
 class BucketLog:
-    """One (token, bucket): its recent send times and what the last 429s taught us."""
+    """One (token, bucket): its recent send times and what the last 429s taught us.
+
+    Each send of this process counts `weight` times: a replica cut off from the others paces at 1/weight of the
+    limit, on top of the sends of every replica it last saw (`mirror`).
+    """
 
     limit: RateLimit
     margin: float
+    weight: int = 1
     sends: deque[float] = field(init=False)  # oldest first, at most `limit.count`
     pause_until: float = -math.inf
     spacing_until: float = -math.inf
     strikes: int = 0
     last_429: float = -math.inf
     slot: float = -math.inf  # while spacing: when the last send was due (see CATCH_UP)
+    seen: float = -math.inf  # when `sends` last mirrored the shared log
 
     def __post_init__(self) -> None:
         self.sends = deque(maxlen=self.limit.count)
@@ -91,26 +97,39 @@ class BucketLog:
         """The earliest instant the send after `ahead` queued ones may go (a lower bound when ahead > 0)."""
         span = self.limit.window + self.margin
         cap = bulk_cap(self.limit) if bulk else self.limit.count
-        rounds, slot = divmod(ahead, cap)
+        rounds, slot = divmod((ahead + 1) * min(self.weight, cap) - 1, cap)
         index = len(self.sends) - cap + slot  # the send whose window must pass first
         ready = self.sends[index] + span if index >= 0 else now
         ready = max(now, ready + rounds * span, self.pause_until)
         if self.spacing_until > now:
-            ready = max(ready, self._spaced_from() + (ahead + 1) * spacing_interval(self.limit))
+            ready = max(ready, self._spaced_from() + (ahead + 1) * self.weight * spacing_interval(self.limit))
         elif self.busy(now):
-            ready = max(ready, self.sends[-1] + (ahead + 1) * stagger(self.limit))
+            ready = max(ready, self.sends[-1] + (ahead + 1) * self.weight * stagger(self.limit))
         return ready
 
     def charge(self, at: float) -> None:
         if self.spacing_until > at:
-            due = self._spaced_from() + spacing_interval(self.limit)
-            self.slot = due if at - due <= catch_up(self.limit) else at
-        self.sends.append(at)
+            due = self._spaced_from() + self.weight * spacing_interval(self.limit)
+            self.slot = due if at - due <= self.weight * catch_up(self.limit) else at
+        self.sends.extend([at] * self.weight)
+
+    def mirror(self, sends: Iterable[float], pause_until: float, spacing_until: float, at: float) -> None:
+        """Take the shared log as every replica left it (oldest first, on this clock), seen at `at`."""
+        self.sends.clear()
+        self.sends.extend(sends)
+        self.pause_until, self.spacing_until, self.seen = pause_until, spacing_until, at
+
+    def assume_taken(self, now: float) -> None:
+        """The shared log is lost at `now`: the room that freed since it was last seen may have gone to other
+        replicas, unseen here, so count it as taken now."""
+        span = self.limit.window + self.margin
+        freed = sum(1 for sent in self.sends if self.seen < sent + span <= now)
+        self.sends.extend([now] * freed)
 
     def _spaced_from(self) -> float:
         """When the last send was due: its slot, if it has one, else when it left."""
         last = self.sends[-1] if self.sends else -math.inf
-        return self.slot if self.slot >= last - catch_up(self.limit) else last
+        return self.slot if self.slot >= last - self.weight * catch_up(self.limit) else last
 
     def busy(self, now: float) -> bool:
         """N sends in the last two windows: only then can this bucket be why a window server said 429."""
@@ -148,6 +167,11 @@ def try_charge(logs: list[BucketLog], now: float, *, bulk: bool = False) -> floa
 
 def penalise(logs: list[BucketLog], now: float, retry_after: float | None,
              rng: random.Random | None = None) -> float:
-    """Adapt the buckets that can explain a 429 (all of them if none can) and return the pause."""
-    suspects = [log for log in logs if log.busy(now)] or logs
+    """Adapt the buckets that can explain a 429 and return the pause.
+
+    The 429 came from a bucket the refused request was charged to: those that were full lately can explain it.
+    When none can, it is put down to the tightest of them alone (the operation's own, such as agent_creation,
+    not standard, which every operation shares), so that one unexplained answer never pauses every tool.
+    """
+    suspects = [log for log in logs if log.busy(now)] or [min(logs, key=lambda log: log.limit.count / log.limit.window)]
     return max((log.penalise(now, retry_after, rng) for log in suspects), default=0.0)

@@ -48,6 +48,8 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--drop-rate", type=float, default=0.0, help="share of connections closed unanswered")
     faults.add_argument("--malformed-rate", type=float, default=0.0, help="share of 200s with a broken JSON body")
     faults.add_argument("--throttle-rate", type=float, default=0.0, help="share of requests answered 429")
+    faults.add_argument("--throttle-retry-after", type=float, default=0.0, metavar="SECONDS",
+                        help="the Retry-After of those 429s (default: %(default)s)")
     faults.add_argument("--redirect-rate", type=float, default=0.0, help="share of requests answered 307 elsewhere")
     faults.add_argument("--empty-rate", type=float, default=0.0, help="share of 200s sent as a 202 without a body")
     faults.add_argument("--fault-operations", metavar="NAMES",
@@ -58,7 +60,7 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
     operations = (frozenset(name.strip() for name in args.fault_operations.split(",") if name.strip())
                   if args.fault_operations else None)
     faults = Faults(latency=args.latency, **{name: getattr(args, name) for name in FAULT_RATES},
-                    operations=operations)
+                    throttle_retry_after=args.throttle_retry_after, operations=operations)
     return SandboxConfig(tokens=tuple(args.tokens or (DEMO_TOKEN,)), org_id=args.org_id,
                          rate_limits=parse_rate_limits(args.rate_limits), algorithm=args.rate_limit_algorithm,
                          retry_after=args.retry_after, run_seconds=args.run_seconds, seed=args.seed,

@@ -22,10 +22,10 @@ class Faults:
     """Failure switches for reliability work; all off by default and mutable while the sandbox runs.
 
     A fault hits a request after authentication and rate limiting. `error_rate` answers 500, `throttle_rate`
-    429 (with `Retry-After: 0`) and `redirect_rate` a 307 to another address, all without handling the request;
-    `drop_rate`, `malformed_rate` and `empty_rate` handle it and then lose the answer (the connection is closed
-    without a response, a 200 carries a truncated body, or a 202 carries none), which is the case a client
-    must not retry blindly.
+    429 (with `Retry-After: throttle_retry_after`, or none when that is None) and `redirect_rate` a 307 to
+    another address, all without handling the request; `drop_rate`, `malformed_rate` and `empty_rate` handle it
+    and then lose the answer (the connection is closed without a response, a 200 carries a truncated body, or a
+    202 carries none), which is the case a client must not retry blindly.
     """
 
     latency: float = 0.0
@@ -35,6 +35,7 @@ class Faults:
     throttle_rate: float = 0.0
     redirect_rate: float = 0.0
     empty_rate: float = 0.0
+    throttle_retry_after: float | None = 0.0  # the Retry-After of `throttle_rate`'s 429s, in seconds; None: no header
     operations: frozenset[str] | None = None  # restrict the faults to these operation names; None = all
 
     def __post_init__(self) -> None:
@@ -44,6 +45,8 @@ class Faults:
             rate = getattr(self, name)
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {rate}")
+        if self.throttle_retry_after is not None and not self.throttle_retry_after >= 0:
+            raise ValueError(f"throttle_retry_after must be >= 0 seconds or null, got {self.throttle_retry_after}")
         if self.operations is not None:
             self.operations = frozenset(self.operations)
 

@@ -53,7 +53,7 @@ def control_routes(state: SandboxState) -> list[Route]:
             new = faults_from_json(json.loads(await request.body() or b"{}"))
         except ValueError as exc:  # also bad JSON
             return detail_error(400, str(exc))
-        for name in ("latency", *FAULT_RATES, "operations"):
+        for name in ("latency", *FAULT_RATES, "throttle_retry_after", "operations"):
             setattr(state.faults, name, getattr(new, name))  # in place: holders of `state.faults` see the change
         return JSONResponse(faults_to_json(state.faults))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Literal
+from typing import Any, Literal
 
 from .config import FAULT_RATES, Faults
 
@@ -34,16 +34,19 @@ def faults_from_json(data: object) -> Faults:
     """The `PUT /_sandbox/faults` body: any of the `Faults` fields; the ones left out are off."""
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object with Faults fields")
-    known = {"latency", *FAULT_RATES, "operations"}
+    known = {"latency", *FAULT_RATES, "throttle_retry_after", "operations"}
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"unknown fault fields: {', '.join(sorted(unknown))}")
     operations = data.get("operations")
     if operations is not None and not (isinstance(operations, list) and all(isinstance(o, str) for o in operations)):
         raise ValueError("operations must be a list of operation names or null")
-    numbers = {}
+    numbers: dict[str, Any] = {}
     for name in known - {"operations"}:
         value = data.get(name, 0.0)
+        if value is None and name == "throttle_retry_after":  # the one field that may be null: no header
+            numbers[name] = None
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{name} must be a number")
         numbers[name] = float(value)
@@ -52,4 +55,5 @@ def faults_from_json(data: object) -> Faults:
 
 def faults_to_json(faults: Faults) -> dict[str, object]:
     return {"latency": faults.latency, **{name: getattr(faults, name) for name in FAULT_RATES},
+            "throttle_retry_after": faults.throttle_retry_after,
             "operations": sorted(faults.operations) if faults.operations is not None else None}

@@ -76,7 +76,9 @@ def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
         if fault == "error":
             return plain_error(500, "Internal server error (sandbox fault)")
         if fault == "throttle":
-            return plain_error(429, "Rate limit exceeded (sandbox fault)", {"Retry-After": "0"})
+            after = faults.throttle_retry_after
+            return plain_error(429, "Rate limit exceeded (sandbox fault). Please try again later.",
+                               None if after is None else {"Retry-After": str(after if after % 1 else int(after))})
         if fault == "redirect":
             return Response(status_code=307, headers={"Location": f"https://moved.invalid{request.url.path}"})
 

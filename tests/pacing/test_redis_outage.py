@@ -1,0 +1,77 @@
+"""Redis lost under load and back again, empty: replicas sharing one token against the sandbox send no request
+the service refuses and fail no call. Windows are scaled down thirty-fold so the whole outage takes seconds."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import anyio
+import httpx2
+import pytest
+
+from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
+from agent_automation_mcp.api.errors import ApiError
+from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit
+from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.pacing import create_pacer, redis_ledger
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+
+from .redis_server import RedisServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+LIMITS = {name: RateLimit(max(3, limit.count // 6), limit.window / 30) for name, limit in DEFAULT_RATE_LIMITS.items()}
+REPLICAS = 3
+CALLERS = 3  # per replica, closed loop: always more demand than the limit allows
+BEFORE, OUTAGE, AFTER = 2.0, 3.0, 4.0  # seconds; AFTER outlasts the time at the share after Redis is back
+
+
+async def test_replicas_losing_redis_under_load_send_no_429_and_fail_no_call(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.2)
+    caplog.set_level(logging.WARNING, logger="agent_automation_mcp.pacing")
+    with SandboxServer(SandboxConfig(rate_limits=LIMITS, algorithm="sliding-log", seed=13)) as sandbox:
+        run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={}).json()["id"]
+        settings = ApiSettings(base_url=sandbox.url, rate_limits=LIMITS, redis_url=own_redis_server.url,
+                               rate_margin=0.15, max_replicas=REPLICAS)
+        failed: list[ApiError] = []
+        answered = 0
+
+        async def caller(client: AgentAutomationClient) -> None:
+            nonlocal answered
+            for _ in range(1000):  # bounded; the load is stopped by cancelling it long before
+                try:
+                    await client.within(10).get_agent_run(run)
+                    answered += 1
+                except ApiError as exc:
+                    failed.append(exc)
+
+        transports = [ApiTransport(settings, create_pacer(settings)) for _ in range(REPLICAS)]
+        clients = [AgentAutomationClient(t, Credentials(sandbox.token, sandbox.org_id)) for t in transports]
+        started = time.time()
+        with anyio.move_on_after(BEFORE + OUTAGE + AFTER):
+            async with anyio.create_task_group() as tg:
+                for client in clients:
+                    for _ in range(CALLERS):
+                        tg.start_soon(caller, client)
+                await anyio.sleep(BEFORE)
+                own_redis_server.stop()
+                down = time.time()
+                await anyio.sleep(OUTAGE)
+                own_redis_server.start()  # empty, on the same port
+                up = time.time()
+        for transport in transports:
+            await transport.aclose()
+        log = [r for r in sandbox.request_log if r.operation == "get_agent_run"]
+
+    assert [(round(r.time - down, 3), round(r.time - up, 3)) for r in log if r.status == 429] == []
+    assert failed == []
+    # It did run through the outage and back: every replica fell back, and calls went on in each phase.
+    assert sum("unreachable" in r.getMessage() for r in caplog.records) == REPLICAS
+    assert sum("reachable again" in r.getMessage() for r in caplog.records) == REPLICAS
+    standard = LIMITS[STANDARD]
+    for start, end in ((started, down), (down, up), (up, up + AFTER)):
+        sent = sum(1 for r in log if start <= r.time < end)
+        assert sent >= standard.count * (end - start) / standard.window / 2, (start - started, end - started, sent)
+    assert answered == len(log)
