@@ -15,7 +15,8 @@ from typing import Final
 
 from . import __version__
 from .api.limits import parse_rate_limits
-from .config import TOOLSETS, ApiSettings, ServerSettings, parse_org_id, parse_toolsets
+from .api.settings import ApiSettings, parse_org_id
+from .config import TOOLSETS, ServerSettings, parse_toolsets
 
 PROG: Final = "agent-automation-mcp"
 COMMANDS: Final = ("serve", "sandbox", "demo")
