@@ -23,10 +23,10 @@ from .api.errors import ApiError, ConfigurationError
 from .api.observer import TransportObserver
 from .api.settings import ApiSettings
 from .api.transport import ApiTransport
-from .config import ServerSettings
+from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError, narrowed
 from .pacing import create_pacer
-from .tools.callers import DEFAULT_TENANT_CALLS, CallerResolver, ConfiguredCaller, ServerState, TenantSlots
+from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
 from .tools.registry import ToolSpec, select_tools
 
@@ -129,8 +129,9 @@ class AgentAutomationServer(MCPServer[ServerState]):
             outcome = _outcome(result)
             if self.observer is not None:
                 self.observer.call_finished(name, outcome, seconds)
-            logger.info("tool call", extra={"tool": name, "outcome": outcome, "duration": round(seconds, 4),
-                                            "tenant": tenant[:12] if tenant else None})
+            logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, tenant[:12] if tenant else "-",
+                        extra={"event": "tool_call", "tool": name, "outcome": outcome, "duration": round(seconds, 4),
+                               "tenant": tenant[:12] if tenant else None})
         return result
 
     def _tenant(self, context: Context[ServerState, Any] | None) -> str | None:
@@ -162,7 +163,6 @@ class AgentAutomationServer(MCPServer[ServerState]):
                 logger.error("tool %s failed inside the server (%s):\n%s", name, what,
                              "".join(traceback.format_tb((cause or exc).__traceback__)))
                 error = InternalError(f"{name} failed inside this server ({what})", operation=name)
-        logger.info("tool %s failed: %s (status %s)", name, error.kind, error.status)
         return error_result(error)
 
 

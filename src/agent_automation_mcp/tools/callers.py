@@ -27,7 +27,6 @@ from ..headers import HeaderError, bearer_token, organization_id
 CALL_SECONDS: Final = 45.0  # every call answers well before the 60 s most MCP clients wait
 ORG_CACHE_SECONDS: Final = 300.0
 ORG_CACHE_ENTRIES: Final = 10_000  # tokens whose organisations are remembered at once
-DEFAULT_TENANT_CALLS: Final = 16  # calls one token may have in flight on one server
 TENANT_RETRY_SECONDS: Final = 1.0
 NO_TOKEN_MESSAGE: Final = "no API token is configured"
 NO_TOKEN_HINT: Final = (
