@@ -195,7 +195,7 @@ def serve(args: argparse.Namespace) -> int:
             sandbox = stack.enter_context(SandboxServer(SandboxConfig(rate_limits=api.rate_limits)))
             api = dataclasses.replace(api, base_url=sandbox.url, token=sandbox.token, org_id=sandbox.org_id)
             say(f"--sandbox: using the local simulator at {sandbox.url} (simulated runs, no real service, "
-                "no token needed)")
+                + (f"clients send Authorization: Bearer {sandbox.token})" if auth == "request" else "no token needed)"))
         elif auth == "env" and not api.token:
             say("no API token: the tools are listed, but every call answers with how to set "
                 "AGENT_AUTOMATION_API_TOKEN (or try --sandbox)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,10 +16,12 @@ from harness import RATE_LIMITS, HttpServer, clean_env, error_of, tenant_client
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
+from redis import Redis
 
 from agent_automation_mcp.api.credentials import Credentials
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from pacing.redis_server import RedisServer
 
 ALICE, BOB, CAROL = "tok-alice-org1", "tok-bob-org2", "tok-carol-both"  # Carol belongs to both organisations
 MODERN_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
@@ -159,14 +162,16 @@ def test_host_and_origin_are_checked_on_every_loopback_address(sandbox: SandboxS
 
 @pytest.mark.anyio
 async def test_listening_on_ipv6_loopback(sandbox: SandboxServer) -> None:
-    server = HttpServer(remote_env(sandbox), "--auth", "request", host="::1")
+    server = HttpServer(remote_env(sandbox), "--auth", "request", "--allowed-host", "mcp.example.com",
+                        "--allowed-host", "[fd00::5]:8443", host="::1")
     try:
         async with tenant_client(server.url, authorization=f"Bearer {ALICE}") as client:
             runs = await client.call_tool("list_agent_runs", {"limit": 1})
-        refused = post(server.url, authorization=f"Bearer {ALICE}", host="evil.example")
+        statuses = [post(server.url, authorization=f"Bearer {ALICE}", host=host).status_code
+                    for host in ("evil.example", "mcp.example.com:80", "[fd00::5]:8443", "[fd00::5]:80")]
     finally:
         server.stop()
-    assert server.url.startswith("http://[::1]:") and not runs.is_error and refused.status_code == 421
+    assert server.url.startswith("http://[::1]:") and not runs.is_error and statuses == [421, 200, 200, 421]
 
 
 def test_env_auth_beyond_loopback_refuses_to_start() -> None:
@@ -277,3 +282,73 @@ def test_idle_http_sessions_are_not_kept(remote: HttpServer) -> None:
         "content-type": "application/json", "accept": "application/json, text/event-stream",
         "authorization": f"Bearer {ALICE}"})
     assert answer.status_code == 200 and "mcp-session-id" not in answer.headers
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(binary)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.anyio
+async def test_replicas_share_redis_and_losing_it_leaves_them_ready(sandbox: SandboxServer,
+                                                                    redis: RedisServer) -> None:
+    replicas = [HttpServer(remote_env(sandbox, AGENT_AUTOMATION_REDIS_URL=redis.url), "--auth", "request")
+                for _ in range(2)]
+    balancer = Alternating([replica.port for replica in replicas])
+    http = httpx2.AsyncClient(transport=balancer, headers={"authorization": f"Bearer {BOB}"},
+                              timeout=httpx2.Timeout(30, read=60))
+    try:
+        async with Client(streamable_http_client(replicas[0].url, http_client=http), mode="legacy") as client:
+            calls = [await client.call_tool("list_repositories", {}) for _ in range(3)]
+        shared = [httpx2.get(f"{r.origin}/readyz", timeout=10).json()["redis"] for r in replicas]
+        up = metric_samples(f"{replicas[0].origin}/metrics")[("agent_automation_redis_up", ())]
+        keys = redis_keys(redis)
+        redis.stop()
+        lost = httpx2.get(f"{replicas[1].origin}/readyz", timeout=10)
+        down = metric_samples(f"{replicas[1].origin}/metrics")[("agent_automation_redis_up", ())]
+        async with tenant_client(replicas[1].url, authorization=f"Bearer {BOB}") as client:
+            degraded = await client.call_tool("list_repositories", {})
+    finally:
+        for replica in replicas:
+            replica.stop()
+    assert all(not call.is_error for call in calls) and set(balancer.sent) == {r.port for r in replicas}
+    assert shared == ["reachable", "reachable"] and up == 1
+    assert any(Credentials(BOB).token_key in key for key in keys) and not any(BOB in key for key in keys)
+    assert lost.status_code == 200 and lost.json() == {"ready": True, "draining": False, "redis": "unreachable"}
+    assert down == 0 and not degraded.is_error
+
+
+def redis_keys(redis: RedisServer) -> list[str]:
+    with Redis.from_url(redis.url, decode_responses=True) as client:
+        return list(client.keys("*"))
+
+
+@pytest.mark.anyio
+async def test_one_tenant_past_its_cap_on_calls_in_flight_does_not_hold_up_another(sandbox: SandboxServer) -> None:
+    server = HttpServer(remote_env(sandbox), "--auth", "request", "--max-tenant-calls", "1")
+    results: dict[str, Any] = {}
+    try:
+        async with tenant_client(server.url, authorization=f"Bearer {ALICE}") as alice, \
+                tenant_client(server.url, authorization=f"Bearer {BOB}") as bob:
+            run = await alice.call_tool("create_agent_run", {"prompt": "take a while"})
+
+            async def waiting() -> None:
+                results["waiting"] = await alice.call_tool(
+                    "get_agent_run", {"agent_run_id": run.structured_content["id"], "wait_seconds": 10})
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(waiting)
+                await anyio.sleep(0.5)
+                results["second"] = await alice.call_tool("list_models", {})
+                results["other"] = await bob.call_tool("list_models", {})
+    finally:
+        server.stop()
+    error = error_of(results["second"])
+    assert error["kind"] == "rate_limited" and "calls in flight" in error["message"] and error["retry_after_seconds"]
+    assert not results["other"].is_error and not results["waiting"].is_error
