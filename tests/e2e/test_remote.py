@@ -76,6 +76,13 @@ def test_a_token_the_service_refuses_gets_401_before_any_tool_runs(remote: HttpS
     assert asked == ["get_current_user"]  # checked once, the verdict remembered
 
 
+def test_a_body_over_the_cap_gets_413(remote: HttpServer) -> None:
+    call = {**MODERN_CALL, "params": {**MODERN_CALL["params"], "padding": "x" * (1024 * 1024)}}
+    answer = httpx2.post(remote.url, json=call, headers=MODERN_HEADERS | {"authorization": f"Bearer {ALICE}"},
+                         timeout=30)
+    assert answer.status_code == 413
+
+
 def test_an_unusable_organisation_header_gets_400(remote: HttpServer) -> None:
     answer = post(remote.url, authorization=f"Bearer {ALICE}", x_organization_id="acme")
     assert answer.status_code == 400 and "X-Organization-Id" in answer.json()["error"]["message"]
