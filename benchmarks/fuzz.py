@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tools"))
 from fuzzing import arguments, problem  # the suite's own strategy, not a copy
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.config import TOOLSETS, ApiSettings, ServerSettings
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import TOOLSETS, ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 

@@ -29,8 +29,9 @@ import pytest
 import yaml
 from mcp import Client
 
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, build_parser
-from agent_automation_mcp.config import ApiSettings, ServerSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 
 ROOT: Final = Path(__file__).resolve().parent.parent

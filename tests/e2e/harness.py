@@ -6,11 +6,14 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from mcp import StdioServerParameters
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from agent_automation_mcp.sandbox import SandboxServer
 
@@ -45,20 +48,24 @@ def free_port() -> int:
 
 
 class HttpServer:
-    """`agent-automation-mcp --transport http` on a free loopback port."""
+    """`agent-automation-mcp --transport http` on a free port of a loopback address."""
 
-    def __init__(self, env: Mapping[str, str], *args: str) -> None:
+    def __init__(self, env: Mapping[str, str], *args: str, host: str = "127.0.0.1") -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.host = host
+        self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        self.url = f"{self.origin}/mcp"
+        # A file, not a pipe: a pipe nobody reads fills up and blocks the server. Closed by `stop`.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http", "--port", str(self.port),
-             *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http", "--host", host,
+             "--port", str(self.port), *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the HTTP server exited: {self.process.stderr.read().decode()}")  # type: ignore[union-attr]
+                raise RuntimeError(f"the HTTP server exited: {self.stop()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((host, self.port), timeout=0.2):
                     return
             except OSError:
                 time.sleep(0.05)
@@ -66,13 +73,23 @@ class HttpServer:
         raise RuntimeError("the HTTP server did not start listening within 20 s")
 
     def stop(self) -> str:
+        """Stop the server (SIGTERM) and return what it wrote on stderr."""
         self.process.terminate()
         try:
-            _, err = self.process.communicate(timeout=10)
+            self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            _, err = self.process.communicate()
-        return err.decode()
+            self.process.wait()
+        with self._stderr:
+            self._stderr.seek(0)
+            return self._stderr.read().decode()
+
+
+def tenant_client(url: str, mode: str = "auto", **headers: str) -> Client:
+    """The SDK's client sending `headers` (e.g. `authorization="Bearer ..."`) with every request."""
+    http = httpx2.AsyncClient(headers={name.replace("_", "-"): value for name, value in headers.items()},
+                              timeout=httpx2.Timeout(30, read=120))
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
 
 
 def error_of(result: Any) -> dict[str, Any]:

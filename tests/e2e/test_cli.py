@@ -11,7 +11,7 @@ from harness import clean_env, stdio_server
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from agent_automation_mcp.cli import is_loopback
+from agent_automation_mcp.remote.hosts import is_loopback
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 COMMAND = [sys.executable, "-m", "agent_automation_mcp"]
@@ -49,6 +49,11 @@ def test_sandbox_flag_says_so_on_stderr() -> None:
     (["--base-url", "https://me:hunter2@api.example.com"], {}, "carries a user name or password"),
     ([], {"AGENT_AUTOMATION_BASE_URL": "https://:hunter2@api.example.com"}, "carries a user name or password"),
     ([], {"AGENT_AUTOMATION_BASE_URL": "ftp://api.example.com"}, "must be an https:// URL"),
+    (["--auth", "request"], {}, "--auth request reads each HTTP request's token: it needs --transport http"),
+    ([], {"AGENT_AUTOMATION_AUTH": "token"}, "the auth mode must be request or env"),
+    (["--transport", "http", "--allowed-host", "a b:x"], {}, "an allowed host is a name or name:port"),
+    (["--transport", "http", "--allowed-origin", "example.com"], {}, "an allowed origin is scheme://name"),
+    (["--transport", "http", "--max-body-bytes", "0"], {}, "a whole number >= 1"),
 ])
 def test_bad_settings_exit_with_a_message(args: list[str], env: dict[str, str], message: str) -> None:
     done = subprocess.run([*COMMAND, *args], env=clean_env(**env), capture_output=True, text=True, timeout=30,
@@ -88,5 +93,5 @@ async def test_the_token_never_reaches_stderr_even_at_debug_level(tmp_path: Path
                            await client.call_tool("get_user", {})]
     assert not results[0].is_error and results[1].is_error
     logged = stderr.read_text()
-    assert "get_agent_run failed: not_found" in logged  # the log is really at DEBUG
+    assert "tool get_agent_run: not_found" in logged  # the log is really at DEBUG
     assert secret not in logged and all(secret not in str(r.model_dump()) for r in results)

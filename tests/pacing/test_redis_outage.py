@@ -13,7 +13,7 @@ import pytest
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
 from agent_automation_mcp.api.errors import ApiError
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit
-from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import create_pacer, redis_ledger
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 

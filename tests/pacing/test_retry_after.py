@@ -11,7 +11,7 @@ import pytest
 
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
 from agent_automation_mcp.api.errors import RateLimitError
-from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import create_pacer, sliding_log
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 

@@ -9,7 +9,8 @@ from typing import Any
 from mcp import Client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.config import ApiSettings, ServerSettings
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 

@@ -12,7 +12,8 @@ from mcp.types import ElicitRequestParams, ElicitResult
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.operations import OPERATIONS
-from agent_automation_mcp.config import TOOLSETS, ApiSettings, ServerSettings
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import TOOLSETS, ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.registry import all_tools

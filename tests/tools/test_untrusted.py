@@ -9,7 +9,8 @@ import httpx2
 import pytest
 from mcp import Client
 
-from agent_automation_mcp.config import TOOLSETS, ApiSettings, ServerSettings
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import TOOLSETS, ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.results import MAX_RESULT_CHARS, fit_page, ok

@@ -15,7 +15,8 @@ from mcp import Client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.operations import OPERATIONS
-from agent_automation_mcp.config import TOOLSETS, ApiSettings, ServerSettings
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import TOOLSETS, ServerSettings
 from agent_automation_mcp.sandbox import Faults, SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.state import RequestRecord
 from agent_automation_mcp.server import build_server
