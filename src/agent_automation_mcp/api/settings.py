@@ -71,15 +71,6 @@ def check_base_url(url: str) -> None:
                          "in clear text; use https:// (http:// is only for loopback: 127.0.0.1, ::1, localhost)")
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def is_loopback(host: str) -> bool:
     """`localhost` or a loopback address (an IPv6 one with or without brackets)."""
     name = host.strip().lower().rstrip(".").strip("[]")
