@@ -497,10 +497,13 @@ def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str,
 
 
 def _container_env(base: dict[str, dict[str, Any]], redis: list[dict[str, Any]]) -> dict[str, str]:
-    """The server container's environment: the ConfigMap, then `env` (values from the Secret of ../redis)."""
+    """The server container's environment: the ConfigMap, then `env` (a value, or one from the Secret of ../redis)."""
     (secret,) = [document for document in redis if document["kind"] == "Secret"]
     env = dict(base["ConfigMap"]["data"])
     for variable in _container(base["Deployment"])["env"]:
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+            continue
         reference = variable["valueFrom"]["secretKeyRef"]
         assert reference["name"] == secret["metadata"]["name"]
         env[variable["name"]] = secret["stringData"][reference["key"]]
