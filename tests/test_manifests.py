@@ -4,11 +4,16 @@ The registry's `server.json` against the vendored 2025-12-11 schema; the MCP Bun
 (when Node.js is here) and its tool list against the server's; the client configurations against the
 shape each client reads and their commands against the CLI's parser; the Dockerfile by reading it (no
 container engine here); the Kubernetes kustomizations rendered by `kubectl kustomize` and every document
-validated, strictly, against one Kubernetes version's schemas.
+validated, strictly, against one Kubernetes version's schemas, their arguments and settings read by the package's
+own parsers. (tests/e2e/test_manifests_served.py runs what these files run.)
+
+The bundle's tool list follows the server's: `UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_manifests.py`
+rewrites it after a tool or its description changed.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -19,7 +24,7 @@ import subprocess
 import sys
 import tomllib
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,8 +35,9 @@ import yaml
 from mcp import Client
 
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.cli import COMMANDS, build_parser
-from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
+from agent_automation_mcp.config import RemoteSettings, ServerSettings
+from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.server import build_server
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -50,11 +56,6 @@ REMOTE_URL: Final = "https://mcp.example.com/mcp"
 SERVER_SCHEMA: Final = Path(__file__).parent / "mcp-server.schema.2025-12-11.json"
 SERVER_SCHEMA_SHA256: Final = "3fba09590c99f61735d234822279f4223fab9e300c0a81e81c91ab62a4114de0"
 KUBERNETES_VERSION: Final = "1.33.0"
-SHUTDOWN_GRACE_SECONDS: Final = 25  # the server's default `--shutdown-grace` (remote mode)
-
-# Settings of the remote mode (issue 13) that manifests already use, before the package reads them.
-REMOTE_MODE_SETTINGS: Final = frozenset({"AGENT_AUTOMATION_AUTH", "AGENT_AUTOMATION_ALLOWED_HOSTS",
-                                         "AGENT_AUTOMATION_ALLOWED_ORIGINS"})
 IN_CI: Final = os.environ.get("CI") == "true"
 
 
@@ -66,20 +67,43 @@ def _missing(tool: str, why: str) -> None:
     pytest.skip(reason)
 
 
-def _json(relative: str) -> Any:
+def manifest_json(relative: str) -> Any:
     return json.loads((MANIFESTS / relative).read_text())
 
 
-def _settings_read_by_the_package() -> set[str]:
-    source = "\n".join(path.read_text() for path in (ROOT / "src").rglob("*.py"))
-    return set(re.findall(r"\bAGENT_AUTOMATION_[A-Z_]+\b", source))
+class _AskedEnvironment(dict[str, str]):
+    """An environment that notes every name looked up in it: the package's settings parsers say what they read."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        super().__init__(values)
+        self.asked: set[str] = set()
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        self.asked.add(name)
+        return super().get(name, default)
+
+    def __getitem__(self, name: str) -> str:
+        self.asked.add(name)
+        return super().__getitem__(name)
 
 
-def _parse_command_line(args: list[str]) -> None:
+def _settings_read(env: Mapping[str, str]) -> set[str]:
+    """The names the package's settings parsers look up in `env`, each value accepted on the way (or ValueError)."""
+    asked = _AskedEnvironment(env)
+    ApiSettings.from_env(asked)
+    ServerSettings.from_env(asked)
+    RemoteSettings.from_env(asked)
+    return asked.asked
+
+
+SETTINGS_READ: Final = frozenset(_settings_read({}))  # every setting: with none set, each parser asks for all
+
+
+def _parse_command_line(args: list[str]) -> argparse.Namespace:
     """What `agent-automation-mcp ARGS` would run with, by the CLI's own parser; exits on a bad argument."""
     argv = args if args and args[0] in COMMANDS else ["serve", *args]
     try:
-        build_parser(argv[0]).parse_args(argv)
+        return build_parser(argv[0]).parse_args(argv)
     except SystemExit:
         pytest.fail(f"the CLI refuses {argv}")
 
@@ -109,7 +133,7 @@ def test_the_vendored_registry_schema_is_the_pinned_one() -> None:
 
 def test_server_json_is_valid_on_the_2025_12_11_schema() -> None:
     schema = json.loads(SERVER_SCHEMA.read_text())
-    server = _json("server.json")
+    server = manifest_json("server.json")
     assert server["$schema"] == schema["$id"]
     jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker()).validate(server)
     assert server["name"] == REGISTRY_NAME and server["version"] == VERSION
@@ -117,7 +141,7 @@ def test_server_json_is_valid_on_the_2025_12_11_schema() -> None:
 
 
 def test_server_json_packages_are_the_pypi_release_and_the_image() -> None:
-    pypi, oci = _json("server.json")["packages"]
+    pypi, oci = manifest_json("server.json")["packages"]
     assert (pypi["registryType"], pypi["identifier"], pypi["version"]) == ("pypi", PACKAGE, VERSION)
     assert pypi["runtimeHint"] == "uvx" and pypi["transport"] == {"type": "stdio"}
     assert (oci["registryType"], oci["identifier"]) == ("oci", IMAGE)
@@ -125,17 +149,16 @@ def test_server_json_packages_are_the_pypi_release_and_the_image() -> None:
                 for arg in oci["packageArguments"]]
     assert oci_args == ["serve", "--transport=stdio"]
     _parse_command_line(oci_args)
-    read = _settings_read_by_the_package()
     for package in (pypi, oci):
         variables = {variable["name"]: variable for variable in package["environmentVariables"]}
-        assert set(variables) <= read
+        assert set(variables) <= SETTINGS_READ
         assert variables["AGENT_AUTOMATION_API_TOKEN"]["isSecret"] is True
         assert [name for name, variable in variables.items() if variable.get("isSecret")] == [
             "AGENT_AUTOMATION_API_TOKEN"]
 
 
 def test_server_json_remote_is_streamable_http_with_the_token_header_secret() -> None:
-    (remote,) = _json("server.json")["remotes"]
+    (remote,) = manifest_json("server.json")["remotes"]
     assert remote["type"] == "streamable-http" and remote["url"].endswith("/mcp")
     headers = {header["name"]: header for header in remote["headers"]}
     assert set(headers) == {"Authorization", "X-Organization-Id"}
@@ -219,12 +242,12 @@ CLIENT_SHAPES: Final = {
 
 @pytest.mark.parametrize("file", sorted(CLIENT_SHAPES))
 def test_client_config_has_the_clients_shape_a_stdio_launch_and_the_remote_url(file: str) -> None:
-    config = _json(f"clients/{file}")
+    config = manifest_json(f"clients/{file}")
     jsonschema.Draft7Validator(CLIENT_SHAPES[file], format_checker=jsonschema.FormatChecker()).validate(config)
     entries = config.get("mcpServers") or config["servers"]
     (launch,) = [entry for entry in entries.values() if entry.get("command") not in (None, "npx")]
     _check_launch(launch["command"], launch.get("args", []))
-    assert set(launch["env"]) <= _settings_read_by_the_package() and "AGENT_AUTOMATION_API_TOKEN" in launch["env"]
+    assert set(launch["env"]) <= SETTINGS_READ and "AGENT_AUTOMATION_API_TOKEN" in launch["env"]
     (remote,) = [entry for entry in entries.values() if entry is not launch]
     if "url" in remote:
         assert remote["url"] == REMOTE_URL and remote["headers"]["Authorization"].startswith("Bearer ${")
@@ -249,7 +272,7 @@ def test_client_configs_in_the_readme_have_a_clients_shape_and_launch_the_server
 
 
 def test_vscode_config_asks_for_the_token_instead_of_storing_it() -> None:
-    config = _json("clients/vscode-mcp.json")
+    config = manifest_json("clients/vscode-mcp.json")
     inputs = {item["id"]: item for item in config["inputs"]}
     text = json.dumps(config["servers"])
     used = set(re.findall(r"\$\{input:([\w-]+)\}", text))
@@ -262,7 +285,7 @@ def test_vscode_config_asks_for_the_token_instead_of_storing_it() -> None:
 
 # --- the Dockerfile -----------------------------------------------------------------------------------------
 
-def _dockerfile() -> list[list[tuple[str, str]]]:
+def dockerfile() -> list[list[tuple[str, str]]]:
     """The Dockerfile's instructions, stage by stage, as (INSTRUCTION, arguments) with continuations joined."""
     text = re.sub(r"\\\n\s*", " ", (MANIFESTS / "Dockerfile").read_text())
     stages: list[list[tuple[str, str]]] = []
@@ -276,32 +299,32 @@ def _dockerfile() -> list[list[tuple[str, str]]]:
     return stages
 
 
-def _only(stage: list[tuple[str, str]], instruction: str) -> str:
+def only(stage: list[tuple[str, str]], instruction: str) -> str:
     (arguments,) = [args for name, args in stage if name == instruction]
     return arguments
 
 
 def test_dockerfile_builds_in_one_stage_and_runs_slim_and_unprivileged_in_another() -> None:
-    build, runtime = _dockerfile()
-    assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)? AS build", _only(build, "FROM"))
-    assert _only(runtime, "FROM") == _only(build, "FROM").replace("AS build", "AS runtime")  # same Python
+    build, runtime = dockerfile()
+    assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)? AS build", only(build, "FROM"))
+    assert only(runtime, "FROM") == only(build, "FROM").replace("AS build", "AS runtime")  # same Python
     assert [args for name, args in build if name == "COPY"] == ["pyproject.toml README.md ./", "src ./src"]
     assert [args for name, args in runtime if name == "COPY"] == ["--from=build /opt/venv /opt/venv"]
     runs = " ".join(args for name, args in runtime if name == "RUN")
     assert not re.search(r"pip |apt-get|apk |gcc|build-essential", runs)  # no build tools in the image
-    user = _only(runtime, "USER")
+    user = only(runtime, "USER")
     assert re.fullmatch(r"[1-9]\d*:[1-9]\d*", user)  # numeric, so Kubernetes can check runAsNonRoot
-    assert json.loads(_only(runtime, "ENTRYPOINT")) == [SCRIPT]
-    cmd = json.loads(_only(runtime, "CMD"))
+    assert json.loads(only(runtime, "ENTRYPOINT")) == [SCRIPT]
+    cmd = json.loads(only(runtime, "CMD"))
     assert cmd[:5] == ["serve", "--transport", "http", "--host", "0.0.0.0"]
     _parse_command_line(cmd)
-    assert _only(runtime, "EXPOSE") == cmd[cmd.index("--port") + 1]
-    healthcheck = _only(runtime, "HEALTHCHECK")
+    assert only(runtime, "EXPOSE") == cmd[cmd.index("--port") + 1]
+    healthcheck = only(runtime, "HEALTHCHECK")
     assert f"http://127.0.0.1:{cmd[cmd.index('--port') + 1]}/healthz" in healthcheck and "curl" not in healthcheck
 
 
 def test_dockerfile_labels_the_registry_name_and_version() -> None:
-    labels = dict(re.findall(r'([\w.]+)="([^"]*)"', _only(_dockerfile()[1], "LABEL")))
+    labels = dict(re.findall(r'([\w.]+)="([^"]*)"', only(dockerfile()[1], "LABEL")))
     assert labels["io.modelcontextprotocol.server.name"] == REGISTRY_NAME
     assert labels["org.opencontainers.image.version"] == VERSION
 
@@ -310,7 +333,7 @@ def test_dockerignore_sends_only_what_the_build_copies() -> None:
     lines = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     assert lines[0] == "*"  # everything out, then back in only what the Dockerfile copies
     kept = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    copied = {source for name, args in _dockerfile()[0] if name == "COPY" for source in args.split()[:-1]}
+    copied = {source for name, args in dockerfile()[0] if name == "COPY" for source in args.split()[:-1]}
     assert kept == copied == {"pyproject.toml", "README.md", "src"}
 
 
@@ -325,18 +348,39 @@ def _first_sentence(description: str) -> str:
     return re.split(r"(?<=[.!?])\s+(?=[A-Z])", paragraph)[0]
 
 
+def _with_tools(text: str, tools: list[dict[str, str]]) -> str:
+    """manifest.json's text with only its `tools` array replaced, one compact line per tool as the file keeps them."""
+    lines = ",\n".join(f"    {json.dumps(tool, ensure_ascii=False)}" for tool in tools)
+    replaced, count = re.subn(r'(?<=\n  "tools": \[\n).*?(?=\n  \]\n)', lambda _: lines, text, flags=re.S)
+    assert count == 1, 'manifest.json has no `"tools": [` array, one tool a line, where it is expected'
+    return replaced
+
+
 @pytest.mark.anyio
 async def test_bundle_lists_the_tools_the_server_lists() -> None:
-    manifest = _json("mcpb/manifest.json")
-    env = {name: "" for name in manifest["server"]["mcp_config"]["env"]}  # user_config left empty: defaults
+    path = MCPB / "manifest.json"
+    env = {name: "" for name in json.loads(path.read_text())["server"]["mcp_config"]["env"]}  # defaults
     async with Client(build_server(ApiSettings.from_env(env), ServerSettings.from_env(env))) as client:
-        listed = (await client.list_tools()).tools
-    assert manifest["tools"] == [{"name": tool.name, "description": _first_sentence(tool.description or "")}
-                                 for tool in listed]
+        listed = [{"name": tool.name, "description": _first_sentence(tool.description or "")}
+                  for tool in (await client.list_tools()).tools]
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        path.write_text(_with_tools(path.read_text(), listed))
+    assert json.loads(path.read_text())["tools"] == listed, (
+        "the server's tools changed: review, then UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_manifests.py")
+
+
+def test_rewriting_the_bundles_tools_changes_nothing_else() -> None:
+    text = (MCPB / "manifest.json").read_text()
+    tools = json.loads(text)["tools"]
+    assert _with_tools(text, tools) == text  # the file's own format, byte for byte
+    changed = [tools[0] | {"description": "Something else."}, *tools[1:], {"name": "new_tool", "description": "New."}]
+    rewritten = _with_tools(text, changed)
+    assert json.loads(rewritten) == json.loads(text) | {"tools": changed}
+    assert len(rewritten.splitlines()) == len(text.splitlines()) + 1
 
 
 def test_bundle_is_the_pinned_pypi_release_with_the_token_sensitive() -> None:
-    manifest = _json("mcpb/manifest.json")
+    manifest = manifest_json("mcpb/manifest.json")
     assert (manifest["name"], manifest["version"]) == (PACKAGE, VERSION)
     entry_point = manifest["server"]["entry_point"]
     assert manifest["server"]["type"] == "uv" and manifest["server"]["mcp_config"]["args"][-1] == entry_point
@@ -347,7 +391,7 @@ def test_bundle_is_the_pinned_pypi_release_with_the_token_sensitive() -> None:
     assert bundle["dependencies"] == [f"{PACKAGE}=={VERSION}"] and bundle["version"] == VERSION
     assert bundle["requires-python"] == PYPROJECT["project"]["requires-python"]
     config = manifest["server"]["mcp_config"]
-    assert set(config["env"]) <= _settings_read_by_the_package()
+    assert set(config["env"]) <= SETTINGS_READ
     used = set(re.findall(r"\$\{user_config\.(\w+)\}", json.dumps(config)))
     assert used == set(manifest["user_config"])
     assert config["env"]["AGENT_AUTOMATION_API_TOKEN"] == "${user_config.api_token}"
@@ -379,7 +423,7 @@ def test_mcpb_validate_accepts_the_manifest(mcpb_cli: Callable[..., subprocess.C
 def test_mcpb_validate_refuses_a_broken_manifest(mcpb_cli: Callable[..., subprocess.CompletedProcess[str]],
                                                 tmp_path: Path) -> None:
     """So that the test above could fail: a manifest without its server is refused."""
-    broken = {key: value for key, value in _json("mcpb/manifest.json").items() if key != "server"}
+    broken = {key: value for key, value in manifest_json("mcpb/manifest.json").items() if key != "server"}
     (tmp_path / "manifest.json").write_text(json.dumps(broken))
     assert mcpb_cli("validate", "manifest.json", cwd=tmp_path).returncode != 0
 
@@ -392,7 +436,7 @@ def test_build_script_packs_the_bundle(mcpb_cli: Callable[..., subprocess.Comple
     assert done.returncode == 0, done.stdout + done.stderr
     with zipfile.ZipFile(tmp_path / f"{PACKAGE}-{VERSION}.mcpb") as bundle:
         assert sorted(bundle.namelist()) == ["manifest.json", "pyproject.toml", "server/main.py"]
-        assert json.loads(bundle.read("manifest.json")) == _json("mcpb/manifest.json")
+        assert json.loads(bundle.read("manifest.json")) == manifest_json("mcpb/manifest.json")
 
 
 # --- Kubernetes ---------------------------------------------------------------------------------------------
@@ -443,7 +487,7 @@ def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str,
     container = _container(deployment)
     assert deployment["spec"]["replicas"] == 3 and container["image"] == IMAGE
     assert pod["securityContext"]["runAsNonRoot"] is True
-    user = _only(_dockerfile()[1], "USER")
+    user = only(dockerfile()[1], "USER")
     assert f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}" == user
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "capabilities": {"drop": ["ALL"]}}
@@ -452,20 +496,47 @@ def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str,
     assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} >= {"kubernetes.io/hostname"}
 
 
+def _container_env(base: dict[str, dict[str, Any]], redis: list[dict[str, Any]]) -> dict[str, str]:
+    """The server container's environment: the ConfigMap, then `env` (a value, or one from the Secret of ../redis)."""
+    (secret,) = [document for document in redis if document["kind"] == "Secret"]
+    env = dict(base["ConfigMap"]["data"])
+    for variable in _container(base["Deployment"])["env"]:
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+            continue
+        reference = variable["valueFrom"]["secretKeyRef"]
+        assert reference["name"] == secret["metadata"]["name"]
+        env[variable["name"]] = secret["stringData"][reference["key"]]
+    return env
+
+
+def _as_the_container_runs(base: dict[str, dict[str, Any]], redis: list[dict[str, Any]],
+                           monkeypatch: pytest.MonkeyPatch) -> tuple[argparse.Namespace, RemoteSettings]:
+    """The Deployment's arguments by the CLI's parser over its environment, combined as `serve` combines them."""
+    for name in [name for name in os.environ if name.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))]:
+        monkeypatch.delenv(name)
+    for name, value in _container_env(base, redis).items():
+        monkeypatch.setenv(name, value)
+    args = _parse_command_line(_container(base["Deployment"])["args"])
+    return args, settings_from(args)[2]
+
+
 def test_deployment_serves_http_as_the_image_does_with_its_probes_and_a_long_enough_grace(
-        base: dict[str, dict[str, Any]]) -> None:
+        base: dict[str, dict[str, Any]], redis: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     container = _container(base["Deployment"])
-    args = container["args"]
-    assert args == json.loads(_only(_dockerfile()[1], "CMD"))
-    _parse_command_line(args)
+    cmd = json.loads(only(dockerfile()[1], "CMD"))
+    assert container["args"][:len(cmd)] == cmd  # the image's command, then the Deployment's own flags
+    args, remote = _as_the_container_runs(base, redis, monkeypatch)
+    assert args.log_format == "json"  # one object a line, for the cluster's log collector
+    assert args.shutdown_grace is not None and remote.shutdown_grace == args.shutdown_grace  # explicit, and used
     (port,) = container["ports"]
-    assert port["containerPort"] == int(args[args.index("--port") + 1])
+    assert port["containerPort"] == args.port
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
     pause = container["lifecycle"]["preStop"]["exec"]["command"]
     pause_seconds = float(re.search(r"sleep\((\d+)\)", pause[-1]).group(1))  # type: ignore[union-attr]
     grace = base["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > pause_seconds + SHUTDOWN_GRACE_SECONDS
+    assert grace > pause_seconds + remote.shutdown_grace  # the kubelet's SIGKILL comes after the drain
 
 
 def test_settings_come_from_the_configmap_and_redis_from_a_secret(base: dict[str, dict[str, Any]],
@@ -473,9 +544,9 @@ def test_settings_come_from_the_configmap_and_redis_from_a_secret(base: dict[str
     container = _container(base["Deployment"])
     config = base["ConfigMap"]["data"]
     assert container["envFrom"] == [{"configMapRef": {"name": base["ConfigMap"]["metadata"]["name"]}}]
-    assert set(config) <= _settings_read_by_the_package() | REMOTE_MODE_SETTINGS
-    ApiSettings.from_env(config)  # the package accepts every value
-    ServerSettings.from_env(config)
+    env = _container_env(base, redis)
+    unknown = set(env) - _settings_read(env)  # and the package's parsers accept each value
+    assert not unknown, f"settings the package does not read (misspelt?): {sorted(unknown)}"
     assert config["AGENT_AUTOMATION_AUTH"] == "request"
     assert "mcp.example.com" in config["AGENT_AUTOMATION_ALLOWED_HOSTS"].split(",")
     (redis_url,) = container["env"]
@@ -486,6 +557,31 @@ def test_settings_come_from_the_configmap_and_redis_from_a_secret(base: dict[str
     assert ApiSettings.from_env({"AGENT_AUTOMATION_REDIS_URL": secret["stringData"]["url"]}).redis_url
     (redis_service,) = [document for document in redis if document["kind"] == "Service"]
     assert secret["stringData"]["url"].startswith(f"redis://{redis_service['metadata']['name']}:6379/")
+
+
+def test_a_misspelt_or_unknown_setting_is_caught() -> None:
+    """So that the check above could fail: the parsers never ask for a name they do not know."""
+    env = {"AGENT_AUTOMATION_AUTH": "request", "AGENT_AUTOMATION_ALLOWED_HOST": "mcp.example.com",
+           "AGENT_AUTOMATION_LOG_FORMAT": "json"}
+    assert set(env) - _settings_read(env) == {"AGENT_AUTOMATION_ALLOWED_HOST", "AGENT_AUTOMATION_LOG_FORMAT"}
+    with pytest.raises(ValueError, match="AGENT_AUTOMATION_MAX_REPLICAS"):
+        _settings_read({"AGENT_AUTOMATION_MAX_REPLICAS": "six"})
+
+
+def test_the_container_answers_requests_for_its_public_and_service_names_with_their_own_tokens(
+        base: dict[str, dict[str, Any]], redis: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    args, remote = _as_the_container_runs(base, redis, monkeypatch)
+    assert auth_mode(args.transport, args.host, remote.auth) == "request"
+    policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
+    service = base["Service"]
+    name, (port,) = service["metadata"]["name"], service["spec"]["ports"]
+    # Through the load balancer or Ingress, which pass the client's Host; in the namespace, by the Service.
+    for host in ("mcp.example.com", "mcp.example.com:443", name, f"{name}:{port['port']}"):
+        assert policy.refusal(host, None) is None, host
+    # /mcp refuses other names, a pod's address too: the probes ask /healthz and /readyz, which answer any Host.
+    pod_address = f"10.244.1.17:{args.port}"
+    for host in ("evil.example", pod_address, f"{name}.other-namespace"):
+        assert policy.refusal(host, None) is not None, host
 
 
 def test_service_autoscaler_and_budget_select_the_deployment(base: dict[str, dict[str, Any]]) -> None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx2
@@ -48,18 +48,20 @@ def free_port() -> int:
 
 
 class HttpServer:
-    """`agent-automation-mcp --transport http` on a free port of a loopback address."""
+    """`agent-automation-mcp --transport http` on a free port of a loopback address; or `command`, a whole command
+    line that listens on `host` and `port`."""
 
-    def __init__(self, env: Mapping[str, str], *args: str, host: str = "127.0.0.1") -> None:
-        self.port = free_port()
+    def __init__(self, env: Mapping[str, str], *args: str, host: str = "127.0.0.1", port: int | None = None,
+                 command: Sequence[str] | None = None) -> None:
+        self.port = port or free_port()
         self.host = host
         self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.url = f"{self.origin}/mcp"
         # A file, not a pipe: a pipe nobody reads fills up and blocks the server. Closed by `stop`.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http", "--host", host,
-             "--port", str(self.port), *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=self._stderr)
+        command = command or [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
+                              "--host", host, "--port", str(self.port), *args]
+        self.process = subprocess.Popen(command, env=dict(env), stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
