@@ -1,0 +1,205 @@
+"""The load side of the HTTP benchmarks: many MCP clients calling at once, run in a process of its own.
+
+Each tenant is one SDK `Client` over Streamable HTTP with its own `httpx2.AsyncClient` (its own headers and
+connections, as separate users would have), calling its list of calls round and round, one call in flight.
+All tenants connect first, then call together: for `warmup` seconds unrecorded, then for `duration` seconds
+measured. A call still in flight at the end is awaited (bounded by `call_timeout`) and its latency kept.
+`run_load_process` runs this in a spawned process, so the load never shares a Python interpreter (and its GIL)
+with the servers or the process that started them.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+Method = Literal["tools/call", "tools/list"]
+ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}  # Client(mode=...) -> the protocol era it speaks
+CONNECT_TIMEOUT = 60.0  # seconds for every tenant to connect (200 handshakes on 2 cores take a few)
+
+
+@dataclass(frozen=True)
+class Call:
+    method: Method
+    tool: str = ""  # for tools/call
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.tool if self.method == "tools/call" else self.method
+
+
+@dataclass(frozen=True)
+class Tenant:
+    headers: dict[str, str]  # sent with every HTTP request, e.g. Authorization
+    calls: tuple[Call, ...]  # called in turn, round and round
+
+
+@dataclass(frozen=True)
+class LoadJob:
+    url: str
+    mode: str  # Client(mode=...): "auto" (2026-07-28) or "legacy" (the 2025-11-25 handshake)
+    tenants: tuple[Tenant, ...]
+    duration: float
+    warmup: float = 0.0  # seconds of calls before the measured window, not recorded (first calls fill caches)
+    call_timeout: float = 30.0
+    secrets: tuple[str, ...] = ()  # scrubbed from every error text the load reports
+
+
+@dataclass
+class LoadResult:
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # call name -> seconds, completed calls
+    errors: dict[str, int] = field(default_factory=dict)  # "tool: kind" -> count (tool errors and exceptions)
+    error_samples: list[str] = field(default_factory=list)  # a few texts, secrets scrubbed
+    connect_seconds: list[float] = field(default_factory=list)  # per tenant that connected
+    connect_failures: int = 0
+    in_window: int = 0  # successful calls that ended within the measured window
+    window: float = 0.0  # seconds from the common start to its planned end
+
+    @property
+    def calls(self) -> int:
+        return sum(len(values) for values in self.latencies.values())
+
+    @property
+    def all_latencies(self) -> list[float]:
+        return [value for values in self.latencies.values() for value in values]
+
+    @property
+    def rate(self) -> float:
+        return self.in_window / self.window if self.window else 0.0
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+
+class _Recorder:
+    def __init__(self, job: LoadJob) -> None:
+        self.job = job
+        self.result = LoadResult()
+        self._errors: Counter[str] = Counter()
+
+    def scrub(self, text: str) -> str:
+        for secret in self.job.secrets:
+            text = text.replace(secret, "<token>")
+        return text[:300]
+
+    def error(self, name: str, kind: str, text: str) -> None:
+        self._errors[f"{name}: {kind}"] += 1
+        if len(self.result.error_samples) < 5:
+            self.result.error_samples.append(self.scrub(f"{name}: {kind}: {text}"))
+
+    def finish(self) -> LoadResult:
+        self.result.errors = dict(self._errors)
+        return self.result
+
+
+async def _call(client: Client, call: Call) -> str | None:
+    """One call; the error kind when it failed (a tool error's kind, else None)."""
+    if call.method == "tools/list":
+        await client.list_tools()
+        return None
+    result = await client.call_tool(call.tool, call.arguments)
+    if not result.is_error:
+        return None
+    error = (result.structured_content or {}).get("error", {})
+    return str(error.get("kind", "tool_error"))
+
+
+async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder, connected: anyio.Event,
+                  ready: list[int], start: anyio.Event, times: dict[str, float]) -> None:
+    timeout = httpx2.Timeout(job.call_timeout, read=job.call_timeout)
+    began = time.monotonic()
+    try:
+        async with (httpx2.AsyncClient(headers=tenant.headers, timeout=timeout) as http,
+                    Client(streamable_http_client(job.url, http_client=http), mode=job.mode,
+                           read_timeout_seconds=job.call_timeout) as client):
+            recorder.result.connect_seconds.append(time.monotonic() - began)
+            ready[0] += 1
+            if ready[0] == len(job.tenants):
+                connected.set()
+            await start.wait()
+            turn = number  # tenants start at different points of their lists
+            while time.monotonic() < times["end"]:
+                call = tenant.calls[turn % len(tenant.calls)]
+                turn += 1
+                sent = time.monotonic()
+                measured = sent >= times["start"]
+                try:
+                    with anyio.fail_after(job.call_timeout):
+                        kind = await _call(client, call)
+                except Exception as exc:  # any failure is a result of the load, to count
+                    if measured:
+                        recorder.error(call.name, type(exc).__name__, str(exc))
+                    kind = ""
+                ended = time.monotonic()
+                if not measured:
+                    continue
+                if kind is None:
+                    recorder.result.latencies.setdefault(call.name, []).append(ended - sent)
+                    recorder.result.in_window += ended <= times["end"]
+                elif kind:
+                    recorder.error(call.name, kind, "tool error")
+    except Exception as exc:  # a tenant that could not connect is counted; the others go on
+        if not start.is_set():
+            recorder.result.connect_failures += 1
+            ready[0] += 1
+            if ready[0] == len(job.tenants):
+                connected.set()
+        recorder.error("connect" if not start.is_set() else "session", type(exc).__name__, str(exc))
+
+
+async def run_load(job: LoadJob) -> LoadResult:
+    """Connect every tenant, then call from all of them at once for `job.duration` seconds."""
+    recorder = _Recorder(job)
+    connected, start = anyio.Event(), anyio.Event()
+    ready = [0]
+    times = {"start": float("inf"), "end": float("inf")}
+    with anyio.fail_after(CONNECT_TIMEOUT + job.warmup + job.duration + 2 * job.call_timeout):
+        async with anyio.create_task_group() as tg:
+            for number, tenant in enumerate(job.tenants):
+                tg.start_soon(_tenant, job, tenant, number, recorder, connected, ready, start, times)
+            with anyio.move_on_after(CONNECT_TIMEOUT):
+                await connected.wait()
+            times["start"] = time.monotonic() + job.warmup
+            times["end"] = times["start"] + job.duration
+            recorder.result.window = job.duration
+            start.set()
+    return recorder.finish()
+
+
+def _load_process(job: LoadJob, results: Any) -> None:
+    logging.getLogger("mcp").setLevel(logging.ERROR)  # not a warning per legacy session the server already forgot
+    results.put(asdict(anyio.run(run_load, job)))
+
+
+def run_load_process(job: LoadJob) -> LoadResult:
+    """`run_load` in a spawned process; killed if it outlives its own bounds by a minute."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_load_process, args=(job, results), daemon=True)
+    process.start()
+    deadline = time.monotonic() + CONNECT_TIMEOUT + job.warmup + job.duration + 2 * job.call_timeout + 60
+    try:
+        while time.monotonic() < deadline:
+            try:
+                return LoadResult(**results.get(timeout=1))
+            except queue.Empty:
+                if not process.is_alive() and results.empty():
+                    raise RuntimeError(f"the load process ended without a result ({process.exitcode})") from None
+        raise RuntimeError("the load process gave no result in time")
+    finally:
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)

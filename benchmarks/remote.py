@@ -1,0 +1,337 @@
+"""Remote-mode benchmark: many tenants through a load balancer to several replicas sharing pacing through Redis.
+
+    .venv/bin/python benchmarks/remote.py [--duration 30] [--tenants 200] [--auth request] [--write docs/benchmarks.md]
+
+One sandbox with a token per tenant, one redis-server, and per target: 3 replica processes of our server behind
+HAProxy (round robin per request, no stickiness), one replica alone, or the SDK's bare server alone
+(benchmarks/bare_server.py). A separate load process runs the tenants, each an SDK `Client` over Streamable HTTP
+with its own token, calling read tools on its own runs only, in each protocol era. The sandbox's request log then
+says whether every request reached the service under the token of the tenant whose run it named, and how many
+answers were 429. Loopback only; everything it starts it stops, on error too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.state import RequestRecord, token_hash
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from fleet import HAPROXY, Haproxy, ServerProcess, free_port, mcp_server  # noqa: E402
+from http_load import ERAS, Call, LoadJob, LoadResult, Tenant, run_load_process  # noqa: E402
+from report import command_line, publish  # noqa: E402
+from stats import percentile  # noqa: E402
+from tests.pacing.redis_server import RedisServer  # noqa: E402  (one launcher for the tests and the benchmarks)
+
+# Room for every tenant on both sides, so that pacing never waits: this measures serving, not the limits.
+RATE_LIMITS = ("standard=100000/30s,logs=100000/60s,agent_creation=1000/60s,setup_commands=1000/60s,"
+               "log_analysis=1000/60s,pr_edit=1000/60s,webhook_test=1000/60s,cli_rules=1000/60s")
+ORG_ID = 1
+FIRST_USER_ID = 101  # the sandbox's users for its tokens: 101, 102, ... in token order
+TARGETS = {
+    "lb": "3 replicas behind HAProxy",
+    "replica": "1 replica, no load balancer",
+    "bare": "the SDK's bare server, 1 process",
+}
+MODES = tuple(ERAS)
+
+
+@dataclass(frozen=True)
+class TenantFixture:
+    token: str
+    user_id: int
+    run_ids: tuple[int, int]  # a run to read, and a run whose trace to read
+
+
+def create_fixtures(sandbox: SandboxServer, tokens: Sequence[str]) -> list[TenantFixture]:
+    """Two runs of each tenant's own, created through the sandbox's control endpoint."""
+    fixtures = []
+    with httpx2.Client(base_url=sandbox.url, timeout=10) as http:
+        for index, token in enumerate(tokens):
+            user_id = FIRST_USER_ID + index
+            run_ids = []
+            for entries in (5, 40):
+                response = http.post("/_sandbox/runs", json={"log_entries": entries, "user_id": user_id})
+                response.raise_for_status()
+                run_ids.append(int(response.json()["id"]))
+            fixtures.append(TenantFixture(token, user_id, (run_ids[0], run_ids[1])))
+    return fixtures
+
+
+def tenant(fixture: TenantFixture, number: int) -> Tenant:
+    """Half the tenants name their organisation in a header; the others leave it to the server to find."""
+    headers = {"Authorization": f"Bearer {fixture.token}"}
+    if number % 2 == 0:
+        headers["X-Organization-Id"] = str(ORG_ID)
+    run, traced = fixture.run_ids
+    calls = (
+        Call("tools/call", "get_agent_run", {"agent_run_id": run}),
+        Call("tools/call", "get_agent_run_logs", {"agent_run_id": traced, "limit": 20}),
+        Call("tools/call", "get_agent_run", {"agent_run_id": traced}),
+        Call("tools/call", "list_agent_runs", {"user_id": fixture.user_id, "limit": 5}),
+    )
+    return Tenant(headers, calls)
+
+
+@dataclass
+class TokenCheck:
+    """Whose token each request that reached the service carried, against whose run (or user) it named."""
+
+    attributed: int = 0  # requests naming a tenant's run or user
+    foreign: int = 0  # ... that carried another token than that tenant's
+    unattributed: int = 0  # requests naming nobody (e.g. the organisation list), checked for a tenant's token only
+    unknown_token: int = 0  # requests under a token no tenant has (or none)
+
+
+RUN_IN_PATH = re.compile(r"/agent/run/(\d+)")
+USER_IN_QUERY = re.compile(r"(?:^|&)user_id=(\d+)")
+
+
+def check_tokens(records: Sequence[RequestRecord], fixtures: Sequence[TenantFixture]) -> TokenCheck:
+    expected_by_run = {run: token_hash(f.token) for f in fixtures for run in f.run_ids}
+    expected_by_user = {f.user_id: token_hash(f.token) for f in fixtures}
+    known = set(expected_by_user.values())
+    check = TokenCheck()
+    for record in records:
+        if record.token_hash not in known:
+            check.unknown_token += 1
+        run = RUN_IN_PATH.search(record.path)
+        user = USER_IN_QUERY.search(record.query)
+        expected = (expected_by_run.get(int(run[1])) if run else
+                    expected_by_user.get(int(user[1])) if user else None)
+        if expected is None:
+            check.unattributed += 1
+            continue
+        check.attributed += 1
+        if record.token_hash != expected:
+            check.foreign += 1
+    return check
+
+
+@dataclass
+class Row:
+    target: str
+    mode: str
+    tenants: int
+    load: LoadResult
+    upstream: int  # requests the sandbox answered
+    upstream_429: int
+    tokens: TokenCheck
+    memory_mib: list[tuple[float, float]]  # per server process: RSS after the load, peak RSS
+    spread: dict[str, int] = field(default_factory=dict)  # responses per replica (through HAProxy)
+    loadavg: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.load.all_latencies, 50)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.load.all_latencies, 99)
+
+
+def server_env(sandbox: SandboxServer, redis_url: str, auth: str, env_token: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
+    env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
+            "AGENT_AUTOMATION_REDIS_URL": redis_url}
+    if auth == "env":
+        env |= {"AGENT_AUTOMATION_API_TOKEN": env_token, "AGENT_AUTOMATION_ORG_ID": str(ORG_ID)}
+    return env
+
+
+@contextmanager
+def serving(target: str, replicas: int, env: dict[str, str],
+            auth: str) -> Iterator[tuple[str, list[ServerProcess], Haproxy | None]]:
+    """The MCP endpoint of `target`, its server processes and its load balancer; all stopped on exit."""
+    with ExitStack() as stack:
+        servers: list[ServerProcess] = []
+        balancer = None
+        if target == "bare":
+            port = free_port()
+            servers.append(ServerProcess(
+                "bare server", [sys.executable, str(ROOT / "benchmarks" / "bare_server.py"), "--port", str(port),
+                                "--base-url", env["AGENT_AUTOMATION_BASE_URL"], "--org-id", str(ORG_ID)], port, env))
+            stack.callback(servers[-1].stop)
+        else:
+            for number in range(replicas if target == "lb" else 1):
+                servers.append(mcp_server(f"replica {number}", env, *(("--auth", "request") if auth == "request"
+                                                                      else ())))
+                stack.callback(servers[-1].stop)
+        url = servers[0].url
+        if target == "lb":
+            balancer = Haproxy([s.port for s in servers], "/readyz" if auth == "request" else None)
+            stack.callback(balancer.stop)
+            url = balancer.url
+        yield f"{url}/mcp", servers, balancer
+
+
+def measure(target: str, mode: str, url: str, servers: list[ServerProcess], balancer: Haproxy | None,
+            sandbox: SandboxServer, redis: RedisServer, fixtures: list[TenantFixture], duration: float,
+            warmup: float) -> Row:
+    redis.flush()
+    sandbox.state.limiter.reset()
+    before = balancer.responses_per_server() if balancer else {}
+    tokens = tuple(f.token for f in fixtures)
+    job = LoadJob(url, mode, tuple(tenant(f, n) for n, f in enumerate(fixtures)), duration, warmup,
+                  secrets=tokens)
+    sandbox.request_log.clear()
+    load_before = os.getloadavg()[0]
+    load = run_load_process(job)
+    load_after = os.getloadavg()[0]
+    records = [r for r in list(sandbox.request_log) if r.operation is not None]
+    memory = [(m["VmRSS"] / 1024, m["VmHWM"] / 1024) for m in (s.memory_kib() for s in servers)]
+    spread = {}
+    if balancer:
+        spread = {name: count - before.get(name, 0) for name, count in balancer.responses_per_server().items()}
+    return Row(target, mode, len(fixtures), load, len(records), sum(1 for r in records if r.status == 429),
+               check_tokens(records, fixtures), memory, spread, (load_before, load_after))
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
+
+
+def _added(row: Row, base: Row | None) -> str:
+    if base is None or base is row:
+        return "—"
+    return f"{(row.p50 - base.p50) * 1000:+.0f} / {(row.p99 - base.p99) * 1000:+.0f} ms"
+
+
+def render(rows: list[Row], args: argparse.Namespace, command: str) -> str:
+    by = {(row.target, row.mode): row for row in rows}
+    auth = ("`--auth request`: every tenant's requests carry its own token (`Authorization: Bearer`), half of "
+            "them also `X-Organization-Id`; the sandbox knows one user per token" if args.auth == "request" else
+            "**env-auth mode (`--auth env`), not the remote mode**: every replica calls the service with its one "
+            "token from the environment whoever calls; the tenants' headers are sent and ignored. Legacy-era "
+            "sessions live in one replica's memory, so round robin loses them. The token check below flags "
+            "nearly every request, as it must: it is the leak detector at work, not a measurement of the remote "
+            "mode")
+    lines = [
+        "## Remote mode", "",
+        f"Produced by `{command}` on loopback, {os.cpu_count()} cores shared with other work (the 1-minute load "
+        "average before → after each row is in the last column, so absolute numbers are noisy). "
+        f"Auth: {auth}.", "",
+        f"- **Setup**: one sandbox with {args.tenants} tokens and limits far above the load "
+        f"(`{RATE_LIMITS.split(',')[0]},...`, the same on the replicas: pacing never waits here), one "
+        "redis-server shared by the replicas for pacing (`AGENT_AUTOMATION_REDIS_URL`, flushed before each row). "
+        f"**{TARGETS['lb']}**: HAProxy {haproxy_version()}, `balance roundrobin` per request on kept-alive "
+        "connections, no stickiness, `http-reuse always`" + (", health checks on `/readyz`" if args.auth == "request"
+                                                             else "") + ". "
+        f"**{TARGETS['replica']}**: the same server, called directly. **{TARGETS['bare']}**: "
+        "`benchmarks/bare_server.py`, an `MCPServer` with the same three tools (names and arguments) that forwards "
+        "the caller's `Authorization` to the sandbox over one pooled `httpx2` client and returns the service's "
+        "JSON as it came: no pacing, no typed models, no trimming, no error shape; stateless Streamable HTTP.",
+        f"- **Load**: a separate process; {args.tenants} tenants, each an SDK `Client` over Streamable HTTP with "
+        "its own `httpx2.AsyncClient` (own headers and connections), connected first, then calling together for "
+        f"{args.duration:g} s after {args.warmup:g} s unrecorded, one call in flight each (closed loop), in turn: "
+        "`get_agent_run`, `get_agent_run_logs` (20 entries), `get_agent_run` (another run), `list_agent_runs` (its "
+        "own user, 5). Each tenant names only its own two runs and its own user.",
+        "- **calls/s**: successful calls that ended within the window. **p50 / p99**: per call, at the client. "
+        "With every tenant calling back to back the servers are saturated, so latency is mostly queueing "
+        "(Little's law: p50 ≈ tenants / rate); *added* is this row's minus the one-replica or the bare-server "
+        "row of the same era.",
+        "- **foreign token**: requests that reached the sandbox under another token than that of the tenant whose "
+        "run (in the path) or user (in the query) they named, of all such requests (sandbox request log, token "
+        "hash against path); **upstream requests** and **429** (answers the sandbox refused) count the warm-up "
+        "too. **RSS**: each server process after its rows (peak in brackets).", "",
+        "| target | era | calls/s | p50 / p99 | added vs 1 replica | added vs bare SDK | errors | upstream "
+        "requests (429) | foreign token | RSS MiB per process (peak) | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        versus_replica = _added(row, by.get(("replica", row.mode)) if row.target == "lb" else None)
+        memory = ", ".join(f"{rss:.0f} ({peak:.0f})" for rss, peak in row.memory_mib)
+        foreign = f"{row.tokens.foreign:,} of {row.tokens.attributed:,}"
+        if row.tokens.unknown_token:
+            foreign += f"; {row.tokens.unknown_token:,} under no tenant's token"
+        lines.append(
+            f"| {TARGETS[row.target]} | {ERAS[row.mode]} | {row.load.rate:.0f} | {_ms(row.p50)} / {_ms(row.p99)} ms "
+            f"| {versus_replica} | {_added(row, by.get(('bare', row.mode)))} "
+            f"| {row.load.error_count + row.load.connect_failures:,} | {row.upstream:,} ({row.upstream_429}) "
+            f"| {foreign} | {memory} | {row.loadavg[0]:.1f} → {row.loadavg[1]:.1f} |")
+    notes = []
+    for row in rows:
+        where = f"{TARGETS[row.target]}, {ERAS[row.mode]}"
+        if row.spread:
+            notes.append(f"- {where}: responses per replica {', '.join(map(str, row.spread.values()))}.")
+        if row.load.errors or row.load.connect_failures:
+            kinds = ", ".join(f"{kind} ×{count}" for kind, count in sorted(row.load.errors.items()))
+            notes.append(f"- {where}: errors {kinds}" + (f"; {row.load.connect_failures} tenants could not "
+                                                          "connect" if row.load.connect_failures else "") + ".")
+    return "\n".join([*lines, "", *notes, ""])
+
+
+def haproxy_version() -> str:
+    out = subprocess.run([HAPROXY, "-v"], capture_output=True, text=True, timeout=10).stdout
+    return out.split()[2] if out.startswith("HAProxy version") else "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of load per target and era")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds of unrecorded calls before each window")
+    parser.add_argument("--tenants", type=int, default=200, help="tenants calling at once, one call in flight each")
+    parser.add_argument("--replicas", type=int, default=3, help="replicas behind the load balancer")
+    parser.add_argument("--auth", choices=("request", "env"), default="request",
+                        help="request: each tenant's own token per request (--auth request); env: the replicas' "
+                             "one token from the environment for everybody, tenants' headers ignored")
+    parser.add_argument("--targets", default=",".join(TARGETS), help=f"from {', '.join(TARGETS)}")
+    parser.add_argument("--modes", default=",".join(MODES), help="client modes: auto (2026-07-28), legacy")
+    parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
+    args = parser.parse_args(argv)
+    targets = [t for t in args.targets.split(",") if t]
+    modes = [m for m in args.modes.split(",") if m]
+    if set(targets) - set(TARGETS) or set(modes) - set(MODES):
+        parser.error("unknown target or mode")
+    if not 1 <= args.tenants <= 1000 or not 1 <= args.replicas <= 8 or not 0 < args.duration <= 600:
+        parser.error("tenants 1-1000, replicas 1-8, duration up to 600 s")
+    redis_binary = shutil.which("redis-server")
+    if redis_binary is None or not Path(HAPROXY).exists():
+        print("needs redis-server and haproxy (apt-get install redis-server haproxy)", file=sys.stderr)
+        return 2
+
+    tokens = [f"tenant-{n:03d}-{secrets.token_hex(12)}" for n in range(args.tenants)]
+    config = SandboxConfig(tokens=tuple(tokens), rate_limits=parse_rate_limits(RATE_LIMITS), seed=13,
+                           org_id=ORG_ID)
+    rows: list[Row] = []
+    with ExitStack() as stack:
+        sandbox = stack.enter_context(SandboxServer(config))
+        redis = RedisServer(redis_binary)
+        redis.start()
+        stack.callback(redis.stop)
+        fixtures = create_fixtures(sandbox, tokens)
+        env = server_env(sandbox, redis.url, args.auth, tokens[0])
+        for target in targets:
+            with serving(target, args.replicas, env, args.auth) as (url, servers, balancer):
+                for mode in modes:
+                    started = time.monotonic()
+                    row = measure(target, mode, url, servers, balancer, sandbox, redis, fixtures, args.duration,
+                                  args.warmup)
+                    rows.append(row)
+                    print(f"{target} {ERAS[mode]}: {row.load.rate:.1f} calls/s, p50 {row.p50 * 1000:.0f} ms, "
+                          f"p99 {row.p99 * 1000:.0f} ms, errors {row.load.error_count} "
+                          f"{row.load.errors} {row.load.error_samples[:2]}, 429 {row.upstream_429}, "
+                          f"foreign {row.tokens.foreign}/{row.tokens.attributed}, spread {row.spread}, "
+                          f"memory {row.memory_mib}, {time.monotonic() - started:.0f} s", flush=True)
+    publish(render(rows, args, command_line("remote.py", argv)), args.write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
