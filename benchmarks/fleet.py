@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import socket
 import subprocess
 import sys
@@ -36,6 +37,12 @@ def memory_kib(pid: int) -> dict[str, int]:
         if name in ("VmRSS", "VmHWM"):
             values[name] = int(rest.split()[0])
     return values
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class ServerProcess:
@@ -70,9 +77,13 @@ class ServerProcess:
     def memory_kib(self) -> dict[str, int]:
         return memory_kib(self.process.pid)
 
+    def stderr_text(self) -> str:
+        """pread: the file offset is shared with the writing process, so reading must not move it."""
+        fd = self._stderr.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
     def stderr_tail(self, chars: int = 2000) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace")[-chars:]
+        return self.stderr_text()[-chars:]
 
     def stop(self, grace: float = 10.0) -> None:
         if self.process.poll() is None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import anyio
 import httpx2
+from fleet import cpu_seconds
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -33,6 +34,7 @@ class Call:
     method: Method
     tool: str = ""  # for tools/call
     arguments: dict[str, Any] = field(default_factory=dict)
+    owned_ids: frozenset[int] | None = None  # when given, every run id in the result must be one of these
 
     @property
     def name(self) -> str:
@@ -53,6 +55,7 @@ class LoadJob:
     duration: float
     warmup: float = 0.0  # seconds of calls before the measured window, not recorded (first calls fill caches)
     call_timeout: float = 30.0
+    server_pids: tuple[int, ...] = ()  # processes whose CPU time over the window is measured
     secrets: tuple[str, ...] = ()  # scrubbed from every error text the load reports
 
 
@@ -60,11 +63,14 @@ class LoadJob:
 class LoadResult:
     latencies: dict[str, list[float]] = field(default_factory=dict)  # call name -> seconds, completed calls
     errors: dict[str, int] = field(default_factory=dict)  # "tool: kind" -> count (tool errors and exceptions)
-    error_samples: list[str] = field(default_factory=list)  # a few texts, secrets scrubbed
+    error_samples: list[str] = field(default_factory=list)  # a few texts of errors and foreign results, scrubbed
     connect_seconds: list[float] = field(default_factory=list)  # per tenant that connected
     connect_failures: int = 0
     in_window: int = 0  # successful calls that ended within the measured window
+    foreign_results: int = 0  # successful calls whose result named a run the tenant does not own
     window: float = 0.0  # seconds from the common start to its planned end
+    server_cpu: float = 0.0  # CPU seconds the server processes spent in the window
+    load_cpu: float = 0.0  # CPU seconds this load process spent in the window
 
     @property
     def calls(self) -> int:
@@ -96,24 +102,39 @@ class _Recorder:
 
     def error(self, name: str, kind: str, text: str) -> None:
         self._errors[f"{name}: {kind}"] += 1
+        self.sample(f"{name}: {kind}: {text}")
+
+    def sample(self, text: str) -> None:
         if len(self.result.error_samples) < 5:
-            self.result.error_samples.append(self.scrub(f"{name}: {kind}: {text}"))
+            self.result.error_samples.append(self.scrub(text))
 
     def finish(self) -> LoadResult:
         self.result.errors = dict(self._errors)
         return self.result
 
 
-async def _call(client: Client, call: Call) -> str | None:
+def run_ids(result: dict[str, Any]) -> set[int]:
+    """The runs a result is about: its own id (or agent_run_id), and the ids of a listed page (runs or items)."""
+    ids = {result[key] for key in ("agent_run_id", "id") if isinstance(result.get(key), int)}
+    for key in ("runs", "items"):
+        ids |= {item["id"] for item in result.get(key) or ()
+                if isinstance(item, dict) and isinstance(item.get("id"), int)}
+    return ids
+
+
+async def _call(client: Client, call: Call, recorder: _Recorder) -> str | None:
     """One call; the error kind when it failed (a tool error's kind, else None)."""
     if call.method == "tools/list":
         await client.list_tools()
         return None
     result = await client.call_tool(call.tool, call.arguments)
-    if not result.is_error:
-        return None
-    error = (result.structured_content or {}).get("error", {})
-    return str(error.get("kind", "tool_error"))
+    data = result.structured_content or {}
+    if result.is_error:
+        return str(data.get("error", {}).get("kind", "tool_error"))
+    if call.owned_ids is not None and not (seen := run_ids(data)) <= call.owned_ids:
+        recorder.result.foreign_results += 1
+        recorder.sample(f"{call.name}: asked {call.arguments}, answered about runs {sorted(seen)}")
+    return None
 
 
 async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder, connected: anyio.Event,
@@ -137,7 +158,7 @@ async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder
                 measured = sent >= times["start"]
                 try:
                     with anyio.fail_after(job.call_timeout):
-                        kind = await _call(client, call)
+                        kind = await _call(client, call, recorder)
                 except Exception as exc:  # any failure is a result of the load, to count
                     if measured:
                         recorder.error(call.name, type(exc).__name__, str(exc))
@@ -175,7 +196,17 @@ async def run_load(job: LoadJob) -> LoadResult:
             times["end"] = times["start"] + job.duration
             recorder.result.window = job.duration
             start.set()
+            await anyio.sleep(job.warmup)
+            before = _cpu(job.server_pids)
+            await anyio.sleep(job.duration)
+            after = _cpu(job.server_pids)
+            recorder.result.server_cpu, recorder.result.load_cpu = after[0] - before[0], after[1] - before[1]
     return recorder.finish()
+
+
+def _cpu(pids: tuple[int, ...]) -> tuple[float, float]:
+    """CPU seconds so far: of the server processes together, and of this process."""
+    return sum(cpu_seconds(pid) for pid in pids), time.process_time()
 
 
 def _load_process(job: LoadJob, results: Any) -> None:

@@ -43,13 +43,18 @@ from tests.pacing.redis_server import RedisServer  # noqa: E402  (one launcher f
 RATE_LIMITS = ("standard=100000/30s,logs=100000/60s,agent_creation=1000/60s,setup_commands=1000/60s,"
                "log_analysis=1000/60s,pr_edit=1000/60s,webhook_test=1000/60s,cli_rules=1000/60s")
 ORG_ID = 1
-FIRST_USER_ID = 101  # the sandbox's users for its tokens: 101, 102, ... in token order
+# The sandbox gives its tokens the users 101, 102, ... in order, and its seeded members the users 111-116, who own
+# some seeded runs (sandbox/world.py): tokens that would get those ids are placeholders no tenant uses. The first
+# token is no tenant's either: the other seeded runs belong to its user, and in env-auth mode the replicas use it.
+FIRST_TOKEN_USER_ID = 101
+SEEDED_MEMBER_IDS = range(111, 117)
 TARGETS = {
     "lb": "3 replicas behind HAProxy",
     "replica": "1 replica, no load balancer",
     "bare": "the SDK's bare server, 1 process",
 }
 MODES = tuple(ERAS)
+REDIS_FALLBACK = "Redis is unreachable"  # what a replica logs when it falls back to pacing locally
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,26 @@ class TenantFixture:
     run_ids: tuple[int, int]  # a run to read, and a run whose trace to read
 
 
-def create_fixtures(sandbox: SandboxServer, tokens: Sequence[str]) -> list[TenantFixture]:
+def lay_out_tokens(tenants: int) -> tuple[tuple[str, ...], dict[str, int]]:
+    """Every token of the sandbox in order (the replicas' own first), and each tenant's token with its user id."""
+    tokens = [f"replicas-{secrets.token_hex(12)}"]
+    users: dict[str, int] = {}
+    while len(users) < tenants:
+        user_id = FIRST_TOKEN_USER_ID + len(tokens)
+        token = f"tenant-{len(users):03d}-{secrets.token_hex(12)}"
+        if user_id in SEEDED_MEMBER_IDS:
+            token = f"placeholder-{user_id}"
+        else:
+            users[token] = user_id
+        tokens.append(token)
+    return tuple(tokens), users
+
+
+def create_fixtures(sandbox: SandboxServer, users: dict[str, int]) -> list[TenantFixture]:
     """Two runs of each tenant's own, created through the sandbox's control endpoint."""
     fixtures = []
     with httpx2.Client(base_url=sandbox.url, timeout=10) as http:
-        for index, token in enumerate(tokens):
-            user_id = FIRST_USER_ID + index
+        for token, user_id in users.items():
             run_ids = []
             for entries in (5, 40):
                 response = http.post("/_sandbox/runs", json={"log_entries": entries, "user_id": user_id})
@@ -80,11 +99,12 @@ def tenant(fixture: TenantFixture, number: int) -> Tenant:
     if number % 2 == 0:
         headers["X-Organization-Id"] = str(ORG_ID)
     run, traced = fixture.run_ids
+    owned = frozenset(fixture.run_ids)
     calls = (
-        Call("tools/call", "get_agent_run", {"agent_run_id": run}),
-        Call("tools/call", "get_agent_run_logs", {"agent_run_id": traced, "limit": 20}),
-        Call("tools/call", "get_agent_run", {"agent_run_id": traced}),
-        Call("tools/call", "list_agent_runs", {"user_id": fixture.user_id, "limit": 5}),
+        Call("tools/call", "get_agent_run", {"agent_run_id": run}, owned),
+        Call("tools/call", "get_agent_run_logs", {"agent_run_id": traced, "limit": 20}, owned),
+        Call("tools/call", "get_agent_run", {"agent_run_id": traced}, owned),
+        Call("tools/call", "list_agent_runs", {"user_id": fixture.user_id, "limit": 5}, owned),
     )
     return Tenant(headers, calls)
 
@@ -136,6 +156,7 @@ class Row:
     memory_mib: list[tuple[float, float]]  # per server process: RSS after the load, peak RSS
     spread: dict[str, int] = field(default_factory=dict)  # responses per replica (through HAProxy)
     loadavg: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
+    redis_fallbacks: int = 0  # times a replica logged that it paces locally, Redis being unreachable
 
     @property
     def p50(self) -> float:
@@ -189,7 +210,8 @@ def measure(target: str, mode: str, url: str, servers: list[ServerProcess], bala
     before = balancer.responses_per_server() if balancer else {}
     tokens = tuple(f.token for f in fixtures)
     job = LoadJob(url, mode, tuple(tenant(f, n) for n, f in enumerate(fixtures)), duration, warmup,
-                  secrets=tokens)
+                  server_pids=tuple(s.process.pid for s in servers), secrets=tokens)
+    fallbacks = sum(s.stderr_text().count(REDIS_FALLBACK) for s in servers)
     sandbox.request_log.clear()
     load_before = os.getloadavg()[0]
     load = run_load_process(job)
@@ -199,12 +221,17 @@ def measure(target: str, mode: str, url: str, servers: list[ServerProcess], bala
     spread = {}
     if balancer:
         spread = {name: count - before.get(name, 0) for name, count in balancer.responses_per_server().items()}
+    fallbacks = sum(s.stderr_text().count(REDIS_FALLBACK) for s in servers) - fallbacks
     return Row(target, mode, len(fixtures), load, len(records), sum(1 for r in records if r.status == 429),
-               check_tokens(records, fixtures), memory, spread, (load_before, load_after))
+               check_tokens(records, fixtures), memory, spread, (load_before, load_after), fallbacks)
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f}"
+
+
+def _per_call(cpu: float, row: Row) -> str:
+    return f"{cpu / row.load.in_window * 1000:.1f} ms" if row.load.in_window else "—"
 
 
 def _added(row: Row, base: Row | None) -> str:
@@ -248,11 +275,16 @@ def render(rows: list[Row], args: argparse.Namespace, command: str) -> str:
         "row of the same era.",
         "- **foreign token**: requests that reached the sandbox under another token than that of the tenant whose "
         "run (in the path) or user (in the query) they named, of all such requests (sandbox request log, token "
-        "hash against path); **upstream requests** and **429** (answers the sandbox refused) count the warm-up "
-        "too. **RSS**: each server process after its rows (peak in brackets).", "",
+        "hash against path); **foreign answers**: successful calls whose answer named a run that is not the "
+        "tenant's own; **upstream requests** and **429** (answers the sandbox refused) count the warm-up "
+        "too. **CPU per call**: CPU time in the window of the server processes together (HAProxy not included) "
+        "and of the load process, over the calls of the window; the load process near 1 s of CPU a second "
+        "would mean the load itself was the limit. **RSS**: each server process after its rows (peak in "
+        "brackets).", "",
         "| target | era | calls/s | p50 / p99 | added vs 1 replica | added vs bare SDK | errors | upstream "
-        "requests (429) | foreign token | RSS MiB per process (peak) | load avg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "requests (429) | foreign token | foreign answers | CPU per call: servers, load | RSS MiB per process "
+        "(peak) | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         versus_replica = _added(row, by.get(("replica", row.mode)) if row.target == "lb" else None)
@@ -264,12 +296,18 @@ def render(rows: list[Row], args: argparse.Namespace, command: str) -> str:
             f"| {TARGETS[row.target]} | {ERAS[row.mode]} | {row.load.rate:.0f} | {_ms(row.p50)} / {_ms(row.p99)} ms "
             f"| {versus_replica} | {_added(row, by.get(('bare', row.mode)))} "
             f"| {row.load.error_count + row.load.connect_failures:,} | {row.upstream:,} ({row.upstream_429}) "
-            f"| {foreign} | {memory} | {row.loadavg[0]:.1f} → {row.loadavg[1]:.1f} |")
+            f"| {foreign} | {row.load.foreign_results} | {_per_call(row.load.server_cpu, row)}, "
+            f"{_per_call(row.load.load_cpu, row)} | {memory} | {row.loadavg[0]:.1f} → {row.loadavg[1]:.1f} |")
     notes = []
     for row in rows:
         where = f"{TARGETS[row.target]}, {ERAS[row.mode]}"
         if row.spread:
             notes.append(f"- {where}: responses per replica {', '.join(map(str, row.spread.values()))}.")
+        notes.append(f"- {where}: the load process used {row.load.load_cpu / row.load.window:.2f} s of CPU a "
+                     f"second; tenants connected in {percentile(row.load.connect_seconds, 50):.2f} s (median).")
+        if row.redis_fallbacks:
+            notes.append(f"- {where}: replicas fell back to local pacing {row.redis_fallbacks} times (logged "
+                         f"'{REDIS_FALLBACK}').")
         if row.load.errors or row.load.connect_failures:
             kinds = ", ".join(f"{kind} ×{count}" for kind, count in sorted(row.load.errors.items()))
             notes.append(f"- {where}: errors {kinds}" + (f"; {row.load.connect_failures} tenants could not "
@@ -306,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         print("needs redis-server and haproxy (apt-get install redis-server haproxy)", file=sys.stderr)
         return 2
 
-    tokens = [f"tenant-{n:03d}-{secrets.token_hex(12)}" for n in range(args.tenants)]
-    config = SandboxConfig(tokens=tuple(tokens), rate_limits=parse_rate_limits(RATE_LIMITS), seed=13,
+    tokens, users = lay_out_tokens(args.tenants)
+    config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=13,
                            org_id=ORG_ID)
     rows: list[Row] = []
     with ExitStack() as stack:
@@ -315,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         redis = RedisServer(redis_binary)
         redis.start()
         stack.callback(redis.stop)
-        fixtures = create_fixtures(sandbox, tokens)
+        fixtures = create_fixtures(sandbox, users)
         env = server_env(sandbox, redis.url, args.auth, tokens[0])
         for target in targets:
             with serving(target, args.replicas, env, args.auth) as (url, servers, balancer):
