@@ -28,7 +28,7 @@ from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Creden
 from agent_automation_mcp.api.errors import ApiError, RateLimitError
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit, format_rate_limits
 from agent_automation_mcp.api.pacer import Pacer
-from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import create_pacer, sliding_log
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 

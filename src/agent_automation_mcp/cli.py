@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
@@ -15,21 +14,33 @@ from typing import Final
 
 from . import __version__
 from .api.limits import parse_rate_limits
-from .config import TOOLSETS, ApiSettings, ServerSettings, parse_org_id, parse_toolsets
+from .api.settings import ApiSettings, parse_org_id
+from .config import (
+    AUTH_MODES,
+    TOOLSETS,
+    RemoteSettings,
+    ServerSettings,
+    parse_auth,
+    parse_list,
+    parse_toolsets,
+)
+from .logs import formatter
+from .remote.hosts import bracketed, is_loopback, is_wildcard
 
 PROG: Final = "agent-automation-mcp"
 COMMANDS: Final = ("serve", "sandbox", "demo")
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS: Final = ("text", "json")
 
 
 def say(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
-def configure_logging(level: str) -> None:
-    """Before the SDK's own `basicConfig`, so ours wins: plain lines on stderr."""
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Before the SDK's own `basicConfig`, so ours wins: plain lines (or JSON objects) on stderr."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(formatter(log_format))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -44,20 +55,46 @@ def _port(value: str) -> int:
     return int(value)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+def _positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number >= 1, got {value!r}")
+    return int(value)
+
+
+def _seconds(value: str) -> float:
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        seconds = float(value)
     except ValueError:
-        return False
+        seconds = -1.0
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"a number of seconds >= 0, got {value!r}")
+    return seconds
 
 
 def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                         help="stdio (default) or Streamable HTTP at /mcp")
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default 127.0.0.1; "
+                                                           "::1 or [::1] for IPv6)")
     parser.add_argument("--port", type=_port, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument("--auth", choices=AUTH_MODES,
+                        help="HTTP: whose token calls use. request: each request's Authorization: Bearer token "
+                             "(and X-Organization-Id); env: AGENT_AUTOMATION_API_TOKEN for every caller, loopback "
+                             "only (default: env on a loopback address, request on any other; "
+                             "env AGENT_AUTOMATION_AUTH)")
+    parser.add_argument("--allowed-host", action="append", default=None, metavar="NAME[:PORT]",
+                        help="HTTP: a Host header to accept besides the bind address; repeatable "
+                             "(env AGENT_AUTOMATION_ALLOWED_HOSTS, comma-separated)")
+    parser.add_argument("--allowed-origin", action="append", default=None, metavar="SCHEME://NAME[:PORT]",
+                        help="HTTP: a browser Origin to accept; repeatable (env AGENT_AUTOMATION_ALLOWED_ORIGINS)")
+    parser.add_argument("--max-body-bytes", type=_positive_int,
+                        help="HTTP: the largest request body (default 1 MiB; env AGENT_AUTOMATION_MAX_BODY_BYTES)")
+    parser.add_argument("--max-tenant-calls", type=_positive_int,
+                        help="calls one token may have in flight at once (default 16; "
+                             "env AGENT_AUTOMATION_MAX_TENANT_CALLS)")
+    parser.add_argument("--shutdown-grace", type=_seconds,
+                        help="HTTP: on SIGTERM, seconds to let calls in flight finish (default 25; "
+                             "env AGENT_AUTOMATION_SHUTDOWN_GRACE)")
     parser.add_argument("--sandbox", action="store_true",
                         help="start the local simulator in-process and use it instead of the real service")
     parser.add_argument("--toolsets", help=f"comma-separated, from: {', '.join(TOOLSETS)}, all, default "
@@ -77,6 +114,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", choices=LOG_LEVELS, default="WARNING", type=str.upper,
                         help="stderr log level (default WARNING)")
+    common.add_argument("--log-format", choices=LOG_FORMATS, default="text", type=str.lower,
+                        help="stderr log lines: text (default) or json, one object per line")
     parser = argparse.ArgumentParser(
         prog=PROG, description="MCP server for the Agent Automation Service (Codegen's API).",
         epilog="Without a command, `serve` runs. The API token comes from AGENT_AUTOMATION_API_TOKEN.")
@@ -95,7 +134,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings]:
+def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings, RemoteSettings]:
     """Environment first, flags on top; `ValueError` names what is wrong."""
     api = ApiSettings.from_env()
     if args.base_url:
@@ -111,7 +150,26 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
         server = dataclasses.replace(server, read_only=True)
     if args.max_field_chars is not None:
         server = dataclasses.replace(server, max_field_chars=args.max_field_chars)
-    return api, server
+    remote = RemoteSettings.from_env()
+    flags = {"auth": parse_auth(args.auth), "max_body_bytes": args.max_body_bytes,
+             "max_tenant_calls": args.max_tenant_calls, "shutdown_grace": args.shutdown_grace,
+             "allowed_hosts": args.allowed_host and parse_list(",".join(args.allowed_host)),
+             "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin))}
+    remote = dataclasses.replace(remote, **{name: value for name, value in flags.items() if value is not None})
+    return api, server, remote
+
+
+def auth_mode(transport: str, host: str, chosen: str | None) -> str:
+    """`env` on a loopback address (and stdio), `request` on any other; `ValueError` says why a choice is refused."""
+    if transport == "stdio":
+        if chosen == "request":
+            raise ValueError("--auth request reads each HTTP request's token: it needs --transport http")
+        return "env"
+    mode = chosen or ("env" if is_loopback(host) else "request")
+    if mode == "env" and not is_loopback(host):
+        raise ValueError(f"--auth env on {host} would let whoever reaches the port act with this server's API token; "
+                         "use --auth request (each caller sends their own token), or listen on 127.0.0.1")
+    return mode
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -120,7 +178,13 @@ def serve(args: argparse.Namespace) -> int:
     import anyio
 
     try:
-        api, settings = settings_from(args)
+        api, settings, remote = settings_from(args)
+        auth = auth_mode(args.transport, args.host, remote.auth)
+        policy = None
+        if args.transport == "http":
+            from .remote.hosts import HostPolicy
+
+            policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
@@ -131,24 +195,38 @@ def serve(args: argparse.Namespace) -> int:
             sandbox = stack.enter_context(SandboxServer(SandboxConfig(rate_limits=api.rate_limits)))
             api = dataclasses.replace(api, base_url=sandbox.url, token=sandbox.token, org_id=sandbox.org_id)
             say(f"--sandbox: using the local simulator at {sandbox.url} (simulated runs, no real service, "
-                "no token needed)")
-        elif not api.token:
+                + (f"clients send Authorization: Bearer {sandbox.token})" if auth == "request" else "no token needed)"))
+        elif auth == "env" and not api.token:
             say("no API token: the tools are listed, but every call answers with how to set "
                 "AGENT_AUTOMATION_API_TOKEN (or try --sandbox)")
         from .server import build_server
+        from .tools.callers import ConfiguredCaller, RequestCaller
 
-        server = build_server(api, settings, log_level=args.log_level)
+        callers = RequestCaller() if auth == "request" else ConfiguredCaller(api.token, api.org_id)
+        metrics = None
+        if args.transport == "http":
+            from .remote.metrics import Metrics
+
+            metrics = Metrics()
+        server = build_server(api, settings, callers=callers, log_level=args.log_level,
+                              max_tenant_calls=remote.max_tenant_calls, observer=metrics)
         tools = ", ".join(spec.name for spec in server.tool_specs)
         logging.getLogger(__name__).info("toolsets %s%s: %s", ",".join(settings.toolsets),
                                          " (read-only)" if settings.read_only else "", tools)
         try:
             if args.transport == "http":
-                if not is_loopback(args.host):
-                    say(f"warning: listening on {args.host}, beyond this machine. The server has no authentication "
-                        "of its own: whoever reaches the port acts with the configured API token. Put it behind an "
-                        "authenticating proxy, or listen on 127.0.0.1.")
-                say(f"serving Streamable HTTP at http://{args.host}:{args.port}/mcp")
-                anyio.run(lambda: server.run_streamable_http_async(host=args.host, port=args.port))
+                from .remote.serve import serve_http
+
+                assert policy is not None and metrics is not None
+                if is_wildcard(args.host) and not remote.allowed_hosts:
+                    say(f"warning: listening on {args.host} with no allowed hosts, so any Host header is accepted "
+                        "and DNS rebinding is not prevented; set --allowed-host (AGENT_AUTOMATION_ALLOWED_HOSTS) to "
+                        "the names clients use")
+                who = ("each request's own token (Authorization: Bearer)" if auth == "request"
+                       else "the token from the environment")
+                say(f"serving Streamable HTTP at http://{bracketed(args.host)}:{args.port}/mcp, calls made with {who}")
+                anyio.run(lambda: serve_http(server, remote, host=args.host, port=args.port, policy=policy,
+                                             per_request_auth=auth == "request", metrics=metrics))
             else:
                 anyio.run(server.run_stdio_async)
         except KeyboardInterrupt:
@@ -161,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help", "--version"):
         argv.insert(0, "serve")  # the default command
     args = build_parser(argv[0]).parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     if args.command == "sandbox":
         from .sandbox.cli import run_sandbox
 

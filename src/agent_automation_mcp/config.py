@@ -4,84 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from .api.limits import RateLimit, parse_rate_limits
-from .api.operations import parse_bucket_map
-
-DEFAULT_BASE_URL = "https://api.codegen.com"
-
-
-def _first(env: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = env.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float, *,
-            minimum: float) -> Any:
-    """A numeric setting; a bad value is refused with the variable's name, not a bare conversion error."""
-    value = _first(env, name)
-    if value is None:
-        return default
-    try:
-        number = kind(value)
-    except ValueError:
-        number = None
-    if number is None or not number >= minimum:
-        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'} >= {minimum:g}, got {value!r}")
-    return number
+from .api.settings import first_set, number_setting
 
 
 def parse_bool(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def parse_org_id(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        org_id = int(value)
-    except ValueError:
-        raise ValueError(f"the organisation id must be a positive integer, got {value!r}") from None
-    if org_id < 1:
-        raise ValueError(f"the organisation id must be a positive integer, got {value!r}")
-    return org_id
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSettings:
-    """How to reach the service and pace calls to it."""
-
-    token: str | None = field(default=None, repr=False)
-    org_id: int | None = None
-    base_url: str = DEFAULT_BASE_URL
-    timeout: float = 30.0
-    connect_timeout: float = 5.0
-    rate_limits: dict[str, RateLimit] = field(default_factory=lambda: parse_rate_limits(None))
-    redis_url: str | None = field(default=None, repr=False)
-    rate_margin: float = 0.25  # seconds kept free beyond each window, for network jitter
-    max_replicas: int = 4  # bounds the replica count; each paces at 1/max_replicas while Redis is unreachable
-    bucket_map: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operation -> buckets, over the table's
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
-        """Our names first; the service's own tools' names (`CODEGEN_*`) when ours are unset."""
-        env = os.environ if env is None else env
-        return cls(
-            token=_first(env, "AGENT_AUTOMATION_API_TOKEN", "CODEGEN_API_KEY", "CODEGEN_API_TOKEN"),
-            org_id=parse_org_id(_first(env, "AGENT_AUTOMATION_ORG_ID", "CODEGEN_ORG_ID")),
-            base_url=(_first(env, "AGENT_AUTOMATION_BASE_URL", "CODEGEN_API_BASE_URL") or DEFAULT_BASE_URL).rstrip("/"),
-            timeout=_number(env, "AGENT_AUTOMATION_TIMEOUT", float, 30.0, minimum=0.1),
-            rate_limits=parse_rate_limits(_first(env, "AGENT_AUTOMATION_RATE_LIMITS")),
-            redis_url=_first(env, "AGENT_AUTOMATION_REDIS_URL"),
-            rate_margin=_number(env, "AGENT_AUTOMATION_RATE_MARGIN", float, 0.25, minimum=0),
-            max_replicas=_number(env, "AGENT_AUTOMATION_MAX_REPLICAS", int, 4, minimum=1),
-            bucket_map=parse_bucket_map(_first(env, "AGENT_AUTOMATION_BUCKET_MAP")),
-        )
 
 
 # The MCP server's toolsets, in listing order. `oauth` and `webhooks` change account-wide state, so they are opt-in.
@@ -122,8 +51,57 @@ class ServerSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
         env = os.environ if env is None else env
         return cls(
-            toolsets=parse_toolsets(_first(env, "AGENT_AUTOMATION_TOOLSETS")),
-            read_only=parse_bool(_first(env, "AGENT_AUTOMATION_READ_ONLY")),
-            max_field_chars=_number(env, "AGENT_AUTOMATION_MAX_FIELD_CHARS", int, DEFAULT_MAX_FIELD_CHARS,
+            toolsets=parse_toolsets(first_set(env, "AGENT_AUTOMATION_TOOLSETS")),
+            read_only=parse_bool(first_set(env, "AGENT_AUTOMATION_READ_ONLY")),
+            max_field_chars=number_setting(env, "AGENT_AUTOMATION_MAX_FIELD_CHARS", int, DEFAULT_MAX_FIELD_CHARS,
                                     minimum=MIN_FIELD_CHARS),
+        )
+
+
+AUTH_MODES = ("request", "env")
+DEFAULT_TENANT_CALLS = 16  # calls one token may have in flight on one server
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_SHUTDOWN_GRACE = 25.0
+
+
+def parse_auth(value: str | None) -> str | None:
+    """`request` or `env`; None leaves the choice to the bind address."""
+    if value is None or not value.strip():
+        return None
+    mode = value.strip().lower()
+    if mode not in AUTH_MODES:
+        raise ValueError(f"the auth mode must be request or env, got {value!r}")
+    return mode
+
+
+def parse_list(value: str | None) -> tuple[str, ...]:
+    """A comma-separated list, blanks dropped."""
+    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSettings:
+    """How the Streamable HTTP transport serves: who the caller is, which Host and Origin headers it accepts,
+    its limits and how it shuts down."""
+
+    auth: str | None = None  # request | env | None: env on a loopback address, request on any other
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_tenant_calls: int = DEFAULT_TENANT_CALLS
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
+        env = os.environ if env is None else env
+        return cls(
+            auth=parse_auth(first_set(env, "AGENT_AUTOMATION_AUTH")),
+            allowed_hosts=parse_list(first_set(env, "AGENT_AUTOMATION_ALLOWED_HOSTS")),
+            allowed_origins=parse_list(first_set(env, "AGENT_AUTOMATION_ALLOWED_ORIGINS")),
+            max_body_bytes=number_setting(env, "AGENT_AUTOMATION_MAX_BODY_BYTES", int, DEFAULT_MAX_BODY_BYTES,
+                                          minimum=1024),
+            max_tenant_calls=number_setting(env, "AGENT_AUTOMATION_MAX_TENANT_CALLS", int, DEFAULT_TENANT_CALLS,
+                                            minimum=1),
+            shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
+                                          minimum=0),
         )

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from mcp import MCPError
 from mcp.server import MCPServer
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult
+from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ListToolsResult, PaginatedRequestParams
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from . import __version__
-from .api.errors import ApiError
+from .api.errors import ApiError, ConfigurationError
+from .api.observer import TransportObserver
+from .api.settings import ApiSettings
 from .api.transport import ApiTransport
-from .config import ApiSettings, ServerSettings
+from .config import DEFAULT_TENANT_CALLS, ServerSettings
+from .headers import HeaderError, narrowed
 from .pacing import create_pacer
-from .tools.callers import CallerResolver, ConfiguredCaller, ServerState
+from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
 from .tools.registry import ToolSpec, select_tools
 
@@ -45,16 +50,32 @@ def instructions(offered: frozenset[str]) -> str:
             "Failed calls return {error: {kind, message, hint, retry_after_seconds?}}: follow the hint.")
 
 
+class CallObserver(TransportObserver, Protocol):
+    """Sees every tool call (metrics); nothing it is given names a token, tenant or organisation."""
+
+    def call_started(self, tool: str) -> None: ...
+
+    def call_finished(self, tool: str, outcome: str, seconds: float) -> None: ...
+
+
 class AgentAutomationServer(MCPServer[ServerState]):
-    """An `MCPServer` offering exactly the tools `select_tools` allows, with one error shape for every failure."""
+    """An `MCPServer` offering exactly the tools `select_tools` allows, with one error shape for every failure.
+
+    Over HTTP a request may narrow what it lists and calls (`X-MCP-Toolsets`, `X-MCP-Readonly`), never beyond
+    the operator's settings; each token has a cap on its calls in flight.
+    """
 
     def __init__(self, api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
-                 log_level: LogLevel = "WARNING") -> None:
+                 log_level: LogLevel = "WARNING", max_tenant_calls: int = DEFAULT_TENANT_CALLS,
+                 observer: CallObserver | None = None) -> None:
         self.api_settings = api
         self.server_settings = settings
         self.tool_specs: tuple[ToolSpec, ...] = tuple(select_tools(settings))
         self._offered = frozenset(spec.name for spec in self.tool_specs)
         self._callers = callers or ConfiguredCaller(api.token, api.org_id)
+        self._slots = TenantSlots(max_tenant_calls)
+        self.observer = observer
+        self.state: ServerState | None = None  # while the lifespan runs: the shared transport, for the HTTP gate
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
@@ -73,11 +94,57 @@ class AgentAutomationServer(MCPServer[ServerState]):
                                 for tool in self._compact_tools}
         return self._compact_tools
 
+    async def _handle_list_tools(self, ctx: ServerRequestContext[ServerState],
+                                 params: PaginatedRequestParams | None) -> ListToolsResult:
+        offered = self._offered_to(getattr(ctx.request, "headers", None))
+        return ListToolsResult(tools=[tool for tool in await self.list_tools() if tool.name in offered])
+
+    def _offered_to(self, headers: Any) -> frozenset[str]:
+        """The tools this request may list and call: the server's, narrowed by the request's headers."""
+        try:
+            settings = narrowed(self.server_settings, headers)
+        except HeaderError as exc:  # the HTTP gate refuses these first; this is the protocol's answer
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        if settings == self.server_settings:
+            return self._offered
+        return frozenset(spec.name for spec in select_tools(settings))
+
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None) -> CallToolResult | InputRequiredResult:
-        if name not in self._offered:
+        if name not in self._offered_to(context.headers if context is not None else None):
             # The spec's protocol error; a tool outside the toolsets or the read-only ceiling does not exist here.
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
+        tenant = self._tenant(context)
+        started = time.monotonic()
+        if self.observer is not None:
+            self.observer.call_started(name)
+        result: CallToolResult | InputRequiredResult | None = None
+        try:
+            with self._slots.hold(tenant or ""):
+                result = await self._call_tool(name, arguments, context)
+        except ApiError as exc:  # over the cap
+            result = error_result(exc)
+        finally:
+            seconds = time.monotonic() - started
+            outcome = _outcome(result)
+            if self.observer is not None:
+                self.observer.call_finished(name, outcome, seconds)
+            logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, tenant[:12] if tenant else "-",
+                        extra={"event": "tool_call", "tool": name, "outcome": outcome, "duration": round(seconds, 4),
+                               "tenant": tenant[:12] if tenant else None})
+        return result
+
+    def _tenant(self, context: Context[ServerState, Any] | None) -> str | None:
+        """The caller's token hash, or None when the call has no usable token (the tool then says why)."""
+        if context is None:
+            return None
+        try:
+            return self._callers.credentials(context).token_key
+        except ConfigurationError:
+            return None
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any],
+                         context: Context[ServerState, Any] | None) -> CallToolResult | InputRequiredResult:
         await self.list_tools()  # builds the schemas once, with the parameter names
         accepted = self._parameters[name]
         if unknown := sorted(set(arguments or {}) - accepted):  # else a misspelt argument is dropped unnoticed
@@ -96,22 +163,37 @@ class AgentAutomationServer(MCPServer[ServerState]):
                 logger.error("tool %s failed inside the server (%s):\n%s", name, what,
                              "".join(traceback.format_tb((cause or exc).__traceback__)))
                 error = InternalError(f"{name} failed inside this server ({what})", operation=name)
-        logger.info("tool %s failed: %s (status %s)", name, error.kind, error.status)
         return error_result(error)
+
+
+def _outcome(result: CallToolResult | InputRequiredResult | None) -> str:
+    """`ok`, or the error kind of the one error shape (`internal_error` when the call itself blew up)."""
+    if result is None:
+        return "internal_error"
+    if isinstance(result, CallToolResult) and result.is_error:
+        error = (result.structured_content or {}).get("error")
+        return str(error.get("kind", "error")) if isinstance(error, dict) else "error"
+    return "ok"
 
 
 @asynccontextmanager
 async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-    """One pooled HTTP transport per process, closed on shutdown."""
+    """One pooled HTTP transport per process, shared by every caller, closed on shutdown."""
     assert isinstance(server, AgentAutomationServer)
     api = server.api_settings
-    async with ApiTransport(api, create_pacer(api)) as transport:
-        yield ServerState(transport=transport, callers=server._callers, settings=server.server_settings)
+    async with ApiTransport(api, create_pacer(api), observer=server.observer) as transport:
+        server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings)
+        try:
+            yield server.state
+        finally:
+            server.state = None
 
 
 def build_server(api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
-                 log_level: LogLevel = "WARNING") -> AgentAutomationServer:
-    return AgentAutomationServer(api, settings, callers=callers, log_level=log_level)
+                 log_level: LogLevel = "WARNING", max_tenant_calls: int = DEFAULT_TENANT_CALLS,
+                 observer: CallObserver | None = None) -> AgentAutomationServer:
+    return AgentAutomationServer(api, settings, callers=callers, log_level=log_level,
+                                 max_tenant_calls=max_tenant_calls, observer=observer)
 
 
 def compact_schema(schema: Any, *, output: bool = False) -> Any:

@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
-from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 

@@ -13,8 +13,8 @@ from agent_automation_mcp.api import OPERATIONS, AgentAutomationClient, ApiTrans
 from agent_automation_mcp.api import errors as e
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.operations import parse_bucket_map
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.api.transport import MAX_RATE_LIMIT_RETRIES
-from agent_automation_mcp.config import ApiSettings
 from agent_automation_mcp.pacing import create_pacer
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 

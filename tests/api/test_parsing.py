@@ -9,8 +9,8 @@ import pytest
 
 from agent_automation_mcp.api import Credentials
 from agent_automation_mcp.api.models import AgentRun, Integrations, LogPage, Repository, User, is_terminal_status
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.api.transport import parse_retry_after
-from agent_automation_mcp.config import ApiSettings
 
 
 @pytest.mark.parametrize(

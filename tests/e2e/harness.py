@@ -10,7 +10,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mcp import StdioServerParameters
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from agent_automation_mcp.sandbox import SandboxServer
 
@@ -45,20 +47,22 @@ def free_port() -> int:
 
 
 class HttpServer:
-    """`agent-automation-mcp --transport http` on a free loopback port."""
+    """`agent-automation-mcp --transport http` on a free port of a loopback address."""
 
-    def __init__(self, env: Mapping[str, str], *args: str) -> None:
+    def __init__(self, env: Mapping[str, str], *args: str, host: str = "127.0.0.1") -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.host = host
+        self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        self.url = f"{self.origin}/mcp"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http", "--port", str(self.port),
-             *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http", "--host", host,
+             "--port", str(self.port), *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the HTTP server exited: {self.process.stderr.read().decode()}")  # type: ignore[union-attr]
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((host, self.port), timeout=0.2):
                     return
             except OSError:
                 time.sleep(0.05)
@@ -68,11 +72,18 @@ class HttpServer:
     def stop(self) -> str:
         self.process.terminate()
         try:
-            _, err = self.process.communicate(timeout=10)
+            _, err = self.process.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
             _, err = self.process.communicate()
         return err.decode()
+
+
+def tenant_client(url: str, mode: str = "auto", **headers: str) -> Client:
+    """The SDK's client sending `headers` (e.g. `authorization="Bearer ..."`) with every request."""
+    http = httpx2.AsyncClient(headers={name.replace("_", "-"): value for name, value in headers.items()},
+                              timeout=httpx2.Timeout(30, read=120))
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
 
 
 def error_of(result: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from harness import clean_env, stdio_server
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from agent_automation_mcp.cli import is_loopback
+from agent_automation_mcp.remote.hosts import is_loopback
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 COMMAND = [sys.executable, "-m", "agent_automation_mcp"]
@@ -82,5 +82,5 @@ async def test_the_token_never_reaches_stderr_even_at_debug_level(tmp_path: Path
                            await client.call_tool("get_user", {})]
     assert not results[0].is_error and results[1].is_error
     logged = stderr.read_text()
-    assert "get_agent_run failed: not_found" in logged  # the log is really at DEBUG
+    assert "tool get_agent_run: not_found" in logged  # the log is really at DEBUG
     assert secret not in logged and all(secret not in str(r.model_dump()) for r in results)

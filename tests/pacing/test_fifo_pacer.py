@@ -10,7 +10,7 @@ import pytest
 
 from agent_automation_mcp.api.errors import RateLimitError
 from agent_automation_mcp.api.limits import RateLimit
-from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import FifoPacer, MemoryLedger, create_pacer
 
 pytestmark = pytest.mark.anyio

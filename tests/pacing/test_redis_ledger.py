@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from agent_automation_mcp.api.credentials import Credentials
 from agent_automation_mcp.api.errors import RateLimitError
 from agent_automation_mcp.api.limits import RateLimit
-from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import FifoPacer, MemoryLedger, create_pacer, redis_ledger
 from agent_automation_mcp.pacing.redis_ledger import RedisLedger
 

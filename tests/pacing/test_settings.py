@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_automation_mcp.api.operations import OPERATIONS, parse_bucket_map
-from agent_automation_mcp.config import ApiSettings
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import create_pacer
 
 

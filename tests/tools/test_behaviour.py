@@ -13,7 +13,8 @@ import pytest
 from mcp import Client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.config import ApiSettings, ServerSettings
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools import logs

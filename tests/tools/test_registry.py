@@ -11,7 +11,8 @@ import pytest
 from mcp import Client
 
 from agent_automation_mcp.api.operations import OPERATIONS
-from agent_automation_mcp.config import DEFAULT_TOOLSETS, TOOLSETS, ApiSettings, ServerSettings
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import DEFAULT_TOOLSETS, TOOLSETS, ServerSettings
 from agent_automation_mcp.server import build_server, compact_schema
 from agent_automation_mcp.tools.registry import OPERATIONS_WITHOUT_TOOL, all_tools, select_tools
 

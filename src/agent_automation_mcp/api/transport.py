@@ -13,7 +13,7 @@ import email.utils
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -30,11 +30,12 @@ from .errors import (
     ValidationFailedError,
     error_class_for_status,
 )
+from .observer import TransportObserver
 from .operations import Operation
 from .pacer import Pacer
 
 if TYPE_CHECKING:
-    from ..config import ApiSettings  # config reads the rate-limit syntax from this package
+    from .settings import ApiSettings
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +53,10 @@ class ApiTransport:
     """One pooled HTTP client per process, shared by every caller; credentials come with each call."""
 
     def __init__(self, settings: ApiSettings, pacer: Pacer | None = None, *,
-                 http: httpx2.AsyncClient | None = None) -> None:
+                 http: httpx2.AsyncClient | None = None, observer: TransportObserver | None = None) -> None:
         self.settings = settings
         self.pacer = pacer
+        self.observer = observer
         self._http = http or httpx2.AsyncClient(
             base_url=settings.base_url,
             timeout=httpx2.Timeout(settings.timeout, connect=settings.connect_timeout),
@@ -94,12 +96,14 @@ class ApiTransport:
             template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
             url = template.format(**path_values)
             if self.pacer is not None:
+                queued = time.monotonic()
                 await self.pacer.acquire(credentials.token_key, buckets, deadline, bulk=bulk)
+                if self.observer is not None:
+                    self.observer.paced(time.monotonic() - queued)
             timeout = _attempt_timeout(self.settings.timeout, deadline)
             started = time.monotonic()
             try:
-                response = await self._http.request(op.method, url, params=params, json=json, headers=headers,
-                                                    timeout=timeout)
+                response = await self._request(op, url, params, json, headers, timeout, buckets)
             except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
                 # Never left this process: safe to send again whatever the operation.
                 if retries < MAX_RETRIES and await _backoff(retries, deadline):
@@ -141,6 +145,20 @@ class ApiTransport:
             if status >= 400:
                 raise _error_from_response(op, response)
             return _json_body(op, response)
+
+    async def _request(self, op: Operation, url: str, params: dict[str, str | int], json: Any,
+                       headers: dict[str, str], seconds: float, buckets: Sequence[str]) -> httpx2.Response:
+        """One HTTP exchange, reported to the observer whatever its end."""
+        try:
+            response = await self._http.request(op.method, url, params=params, json=json, headers=headers,
+                                                timeout=seconds)
+        except httpx2.TransportError as exc:
+            if self.observer is not None:
+                self.observer.upstream(buckets, "timeout" if isinstance(exc, httpx2.TimeoutException) else "connection")
+            raise
+        if self.observer is not None:
+            self.observer.upstream(buckets, str(response.status_code))
+        return response
 
 
 def require_org_id(credentials: Credentials) -> int:

@@ -13,7 +13,7 @@ from .ledger import Ledger
 from .memory import MemoryLedger
 
 if TYPE_CHECKING:
-    from ..config import ApiSettings
+    from ..api.settings import ApiSettings
 
 __all__ = ["FifoPacer", "Ledger", "MemoryLedger", "create_pacer"]
 

@@ -73,6 +73,9 @@ class FifoPacer:
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
         return await self.ledger.penalise(token_key, check_buckets(self.limits, buckets), retry_after)
 
+    async def reachable(self) -> bool | None:
+        return await self.ledger.reachable()
+
     async def aclose(self) -> None:
         await self.ledger.aclose()
 

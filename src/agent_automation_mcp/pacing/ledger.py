@@ -23,6 +23,10 @@ class Ledger(Protocol):
         """Record an unexpected 429 (even spacing, pause) and return the pause in seconds."""
         ...
 
+    async def reachable(self) -> bool | None:
+        """Whether the shared store answers now; None for a ledger that is not shared."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

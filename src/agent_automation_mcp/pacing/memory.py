@@ -47,6 +47,9 @@ class MemoryLedger:
     async def penalise(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
         return sliding_log.penalise(self._bucket_logs(token_key, buckets), self._clock(), retry_after, self._rng)
 
+    async def reachable(self) -> bool | None:
+        return None
+
     async def aclose(self) -> None:
         self._logs.clear()
 

@@ -96,6 +96,12 @@ class RedisLedger:
 
         return await self._shared(shared, lambda: self.local.penalise(token_key, buckets, retry_after))
 
+    async def reachable(self) -> bool | None:
+        try:
+            return bool(await self._redis.ping())
+        except _UNREACHABLE:
+            return False
+
     async def aclose(self) -> None:
         await self._redis.aclose()
         await self.local.aclose()

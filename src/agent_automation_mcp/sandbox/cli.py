@@ -25,6 +25,9 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--visible-orgs", type=int, default=1,
                         help="organisations the tokens can see; one more exists that they cannot "
                              "(default: %(default)s)")
+    parser.add_argument("--token-org", dest="token_orgs", action="append", metavar="T=ORG[,ORG]",
+                        help="the organisations token T belongs to (repeatable); a token not named belongs to every "
+                             "visible one, e.g. --visible-orgs 2 --token A B --token-org A=1 --token-org B=2")
     parser.add_argument("--rate-limits", metavar="SPEC",
                         help="override limits, e.g. standard=60/30s,agent_creation=10/60s,logs=60/60s")
     parser.add_argument("--rate-limit-algorithm", choices=ALGORITHMS, default="sliding-log",
@@ -60,7 +63,19 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
                          rate_limits=parse_rate_limits(args.rate_limits), algorithm=args.rate_limit_algorithm,
                          retry_after=args.retry_after, run_seconds=args.run_seconds, seed=args.seed,
                          logs_paths=args.logs_paths, visible_orgs=args.visible_orgs, faults=faults,
-                         max_runs=args.max_runs, quirks=args.quirks)
+                         max_runs=args.max_runs, quirks=args.quirks, token_orgs=_token_orgs(args.token_orgs or ()))
+
+
+def _token_orgs(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """`T=1,2` items → {T: (1, 2)}; `ValueError` without quoting the token."""
+    orgs: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        token, _, ids = item.partition("=")
+        try:
+            orgs[token.strip()] = tuple(int(part) for part in ids.split(",") if part.strip())
+        except ValueError:
+            raise ValueError("--token-org takes TOKEN=ORG[,ORG], organisations as numbers") from None
+    return orgs
 
 
 def banner(config: SandboxConfig, url: str) -> str:

@@ -59,6 +59,8 @@ class SandboxConfig:
     seed: int = 0
     logs_paths: LogsPaths = "both"
     visible_orgs: int = 1  # org ids org_id .. org_id+visible_orgs-1; org_id+visible_orgs exists but is forbidden
+    # The visible organisations each named token's user belongs to; a token not named belongs to all of them.
+    token_orgs: dict[str, tuple[int, ...]] = field(default_factory=dict)
     faults: Faults = field(default_factory=Faults)
     max_runs: int = 100_000  # agent runs an organisation may create before 402 (plan quota)
     run_error_fraction: float = 0.15  # share of new runs that end in ERROR instead of COMPLETE
@@ -85,6 +87,12 @@ class SandboxConfig:
         if not 0.0 <= self.run_error_fraction <= 1.0:
             raise ValueError(f"run_error_fraction must be between 0 and 1, got {self.run_error_fraction}")
         self.tokens = tuple(self.tokens)
+        for token, orgs in self.token_orgs.items():
+            if token not in self.tokens:
+                raise ValueError("token_orgs names a token the sandbox does not accept")  # never echo a token
+            if not orgs or not set(orgs) <= set(self.visible_org_ids):
+                raise ValueError(f"a token's organisations must be visible ones ({self.visible_org_ids}), got {orgs}")
+        self.token_orgs = {token: tuple(orgs) for token, orgs in self.token_orgs.items()}
         self.rate_limits = {**parse_rate_limits(None), **self.rate_limits}
 
     @property
@@ -95,6 +103,9 @@ class SandboxConfig:
     @property
     def visible_org_ids(self) -> tuple[int, ...]:
         return tuple(range(self.org_id, self.org_id + self.visible_orgs))
+
+    def orgs_of(self, token: str) -> tuple[int, ...]:
+        return self.token_orgs.get(token, self.visible_org_ids)
 
     @property
     def forbidden_org_id(self) -> int:

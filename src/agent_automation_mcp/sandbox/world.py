@@ -338,19 +338,20 @@ def build_world(config: SandboxConfig) -> World:
     org_ids = [*config.visible_org_ids, config.forbidden_org_id]
     for k, org_id in enumerate(org_ids):
         accessible = org_id != config.forbidden_org_id
+        in_org = [user_id for token, user_id in zip(config.tokens, token_user_ids, strict=True)
+                  if org_id in config.orgs_of(token)]
         members = _seed_members(world, k, 6 if k == 0 else 2)
-        org = Organization(org_id, "Sandbox Org" if k == 0 else f"Sandbox Org {k + 1}",
-                           (token_user_ids if accessible else []) + members, accessible,
+        org = Organization(org_id, "Sandbox Org" if k == 0 else f"Sandbox Org {k + 1}", in_org + members, accessible,
                            organization_rules=rng.choice(("Always run the test suite before opening a pull request.",
                                                           "Keep pull requests under 400 changed lines.")))
         world.orgs[org_id] = org
         world.webhooks[org_id] = Webhook()
-        _seed_repos(world, k, org_id, token_user_ids if accessible else [], rich=k == 0)
-        _seed_runs(world, rng, k, org_id, token_user_ids[0] if accessible else members[0], rich=k == 0)
+        _seed_repos(world, k, org_id, in_org, rich=k == 0)
+        _seed_runs(world, rng, k, org_id, in_org[0] if in_org else members[0], rich=k == 0)
         world.sandboxes[k * _BLOCK + 601] = LogSandbox(k * _BLOCK + 601, org_id, has_logs=True)
         world.sandboxes[k * _BLOCK + 602] = LogSandbox(k * _BLOCK + 602, org_id, has_logs=False)
-        if accessible:
-            _seed_oauth_tokens(world, org_id, token_user_ids)
+        if in_org:
+            _seed_oauth_tokens(world, org_id, in_org)
     return world
 
 

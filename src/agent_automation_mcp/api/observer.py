@@ -1,0 +1,17 @@
+"""What the transport reports as it works (for metrics): never a token, a tenant or an organisation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class TransportObserver(Protocol):
+    def paced(self, seconds: float) -> None:
+        """A request waited this long for its turn under the rate limits."""
+        ...
+
+    def upstream(self, buckets: Sequence[str], status: str) -> None:
+        """A request went to the service, counted against `buckets`; `status` is the HTTP status or what
+        happened instead (`timeout`, `connection`)."""
+        ...

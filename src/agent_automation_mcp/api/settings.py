@@ -1,0 +1,84 @@
+"""How to reach the service and pace calls to it, read from the environment.
+
+The API layer's own settings: `api/` reads nothing from the MCP server's configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .limits import RateLimit, parse_rate_limits
+from .operations import parse_bucket_map
+
+DEFAULT_BASE_URL = "https://api.codegen.com"
+
+
+def first_set(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def number_setting(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float, *,
+                   minimum: float) -> Any:
+    """A numeric setting; a bad value is refused with the variable's name, not a bare conversion error."""
+    value = first_set(env, name)
+    if value is None:
+        return default
+    try:
+        number = kind(value)
+    except ValueError:
+        number = None
+    if number is None or not number >= minimum:
+        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'} >= {minimum:g}, got {value!r}")
+    return number
+
+
+def parse_org_id(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        org_id = int(value)
+    except ValueError:
+        raise ValueError(f"the organisation id must be a positive integer, got {value!r}") from None
+    if org_id < 1:
+        raise ValueError(f"the organisation id must be a positive integer, got {value!r}")
+    return org_id
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """How to reach the service and pace calls to it."""
+
+    token: str | None = field(default=None, repr=False)
+    org_id: int | None = None
+    base_url: str = DEFAULT_BASE_URL
+    timeout: float = 30.0
+    connect_timeout: float = 5.0
+    rate_limits: dict[str, RateLimit] = field(default_factory=lambda: parse_rate_limits(None))
+    redis_url: str | None = field(default=None, repr=False)
+    rate_margin: float = 0.25  # seconds kept free beyond each window, for network jitter
+    max_replicas: int = 4  # bounds the replica count; each paces at 1/max_replicas while Redis is unreachable
+    bucket_map: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operation -> buckets, over the table's
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
+        """Our names first; the service's own tools' names (`CODEGEN_*`) when ours are unset."""
+        env = os.environ if env is None else env
+        return cls(
+            token=first_set(env, "AGENT_AUTOMATION_API_TOKEN", "CODEGEN_API_KEY", "CODEGEN_API_TOKEN"),
+            org_id=parse_org_id(first_set(env, "AGENT_AUTOMATION_ORG_ID", "CODEGEN_ORG_ID")),
+            base_url=(first_set(env, "AGENT_AUTOMATION_BASE_URL", "CODEGEN_API_BASE_URL")
+                      or DEFAULT_BASE_URL).rstrip("/"),
+            timeout=number_setting(env, "AGENT_AUTOMATION_TIMEOUT", float, 30.0, minimum=0.1),
+            rate_limits=parse_rate_limits(first_set(env, "AGENT_AUTOMATION_RATE_LIMITS")),
+            redis_url=first_set(env, "AGENT_AUTOMATION_REDIS_URL"),
+            rate_margin=number_setting(env, "AGENT_AUTOMATION_RATE_MARGIN", float, 0.25, minimum=0),
+            max_replicas=number_setting(env, "AGENT_AUTOMATION_MAX_REPLICAS", int, 4, minimum=1),
+            bucket_map=parse_bucket_map(first_set(env, "AGENT_AUTOMATION_BUCKET_MAP")),
+        )

@@ -1,0 +1,55 @@
+"""`GET /metrics` in the Prometheus text format: what one replica did, never who it did it for.
+
+Labels are tool names, outcomes (`ok` or an error kind), rate-limit buckets and HTTP statuses only: no
+token, tenant or organisation. Each server has its own registry, so several in one process stay apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+PACING_BUCKETS: Final = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 45.0)
+
+
+class Metrics:
+    """Implements the server's `CallObserver` (and so the transport's `TransportObserver`)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.tool_calls = Counter("agent_automation_tool_calls", "Tool calls by tool and outcome (ok or error kind).",
+                                  ("tool", "outcome"), registry=self.registry)
+        self.calls_in_flight = Gauge("agent_automation_tool_calls_in_flight", "Tool calls running now.",
+                                     registry=self.registry)
+        self.upstream_requests = Counter(
+            "agent_automation_upstream_requests",
+            "Requests sent to the service, once per rate-limit bucket they count against, by HTTP status "
+            "(or timeout, connection).", ("bucket", "status"), registry=self.registry)
+        self.pacing_wait = Histogram("agent_automation_pacing_wait_seconds",
+                                     "How long requests waited for their turn under the rate limits.",
+                                     buckets=PACING_BUCKETS, registry=self.registry)
+        self.redis_up = Gauge("agent_automation_redis_up",
+                              "1 while the shared pacing store answers, 0 when it does not or none is configured.",
+                              registry=self.registry)
+
+    def call_started(self, tool: str) -> None:
+        self.calls_in_flight.inc()
+
+    def call_finished(self, tool: str, outcome: str, seconds: float) -> None:
+        self.calls_in_flight.dec()
+        self.tool_calls.labels(tool=tool, outcome=outcome).inc()
+
+    def paced(self, seconds: float) -> None:
+        self.pacing_wait.observe(seconds)
+
+    def upstream(self, buckets: Sequence[str], status: str) -> None:
+        for bucket in buckets:
+            self.upstream_requests.labels(bucket=bucket, status=status).inc()
+
+    def exposition(self, redis_up: bool) -> bytes:
+        self.redis_up.set(1 if redis_up else 0)
+        return generate_latest(self.registry)

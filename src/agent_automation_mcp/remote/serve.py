@@ -1,0 +1,65 @@
+"""Running the remote app under uvicorn, with a graceful drain on SIGTERM.
+
+On SIGTERM `/readyz` turns 503 at once (the load balancer stops sending) and new `/mcp` requests get 503,
+while the requests in flight finish, for up to the grace period; then the process exits 0. A second
+signal, or SIGINT, stops at once as uvicorn does.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from types import FrameType
+
+import uvicorn
+
+from ..config import RemoteSettings
+from ..server import AgentAutomationServer
+from .app import build_app
+from .gate import Lifecycle
+from .hosts import HostPolicy
+from .metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+FINAL_SHUTDOWN_SECONDS = 1.0  # after the drain, for uvicorn to close what is left
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, grace: float) -> None:
+        super().__init__(config)
+        self.lifecycle = lifecycle
+        self.grace = grace
+        self._drain_until: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # A signal handler: only set flags here; `on_tick` does the rest on the event loop.
+        if sig == signal.SIGTERM and self._drain_until is None:
+            self.lifecycle.draining = True
+            self._drain_until = time.monotonic() + self.grace
+            return
+        super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._drain_until is not None and not self.should_exit:
+            if self.lifecycle.in_flight == 0:
+                logger.warning("SIGTERM: drained, exiting")
+                self.should_exit = True
+            elif time.monotonic() >= self._drain_until:
+                logger.warning("SIGTERM: %d requests still in flight after %.0f s; exiting",
+                               self.lifecycle.in_flight, self.grace)
+                self.should_exit = True
+            elif counter % 50 == 0:
+                logger.warning("SIGTERM: draining, %d requests in flight", self.lifecycle.in_flight)
+        return await super().on_tick(counter)
+
+
+async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str, port: int,
+                     policy: HostPolicy, per_request_auth: bool, metrics: Metrics) -> None:
+    lifecycle = Lifecycle()
+    app = build_app(server, remote, policy=policy, per_request_auth=per_request_auth, metrics=metrics,
+                    lifecycle=lifecycle)
+    config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_config=None, access_log=False,
+                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on")
+    await DrainingServer(config, lifecycle, remote.shutdown_grace).serve()
