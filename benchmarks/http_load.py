@@ -2,8 +2,9 @@
 
 Each tenant is one SDK `Client` over Streamable HTTP with its own `httpx2.AsyncClient` (its own headers and
 connections, as separate users would have), calling its list of calls round and round, one call in flight.
-All tenants connect first, then call together: for `warmup` seconds unrecorded, then for `duration` seconds
-measured. A call still in flight at the end is awaited (bounded by `call_timeout`) and its latency kept.
+All tenants connect first; then each makes `warmup_calls` calls, unrecorded (the first calls fill the servers'
+per-token caches); then all call together for `duration` seconds, measured. Each phase waits for every tenant,
+within a time bound. A call still in flight at the end is awaited (bounded by `call_timeout`) and its latency kept.
 `run_load_process` runs this in a spawned process, so the load never shares a Python interpreter (and its GIL)
 with the servers or the process that started them.
 """
@@ -26,7 +27,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 Method = Literal["tools/call", "tools/list"]
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}  # Client(mode=...) -> the protocol era it speaks
-CONNECT_TIMEOUT = 60.0  # seconds for every tenant to connect (200 handshakes on 2 cores take a few)
+CONNECT_TIMEOUT = 60.0  # seconds for every tenant to connect (200 handshakes on 2 busy cores take 5-25 s)
+WARMUP_TIMEOUT = 90.0  # seconds for every tenant to make its warm-up calls
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class LoadJob:
     mode: str  # Client(mode=...): "auto" (2026-07-28) or "legacy" (the 2025-11-25 handshake)
     tenants: tuple[Tenant, ...]
     duration: float
-    warmup: float = 0.0  # seconds of calls before the measured window, not recorded (first calls fill caches)
+    warmup_calls: int = 0  # calls per tenant before the measured window, not recorded (the first fill caches)
     call_timeout: float = 30.0
     server_pids: tuple[int, ...] = ()  # processes whose CPU time over the window is measured
     secrets: tuple[str, ...] = ()  # scrubbed from every error text the load reports
@@ -66,6 +68,7 @@ class LoadResult:
     error_samples: list[str] = field(default_factory=list)  # a few texts of errors and foreign results, scrubbed
     connect_seconds: list[float] = field(default_factory=list)  # per tenant that connected
     connect_failures: int = 0
+    warmup_errors: int = 0
     in_window: int = 0  # successful calls that ended within the measured window
     foreign_results: int = 0  # successful calls whose result named a run the tenant does not own
     window: float = 0.0  # seconds from the common start to its planned end
@@ -100,9 +103,8 @@ class _Recorder:
             text = text.replace(secret, "<token>")
         return text[:300]
 
-    def error(self, name: str, kind: str, text: str) -> None:
+    def error(self, name: str, kind: str) -> None:
         self._errors[f"{name}: {kind}"] += 1
-        self.sample(f"{name}: {kind}: {text}")
 
     def sample(self, text: str) -> None:
         if len(self.result.error_samples) < 5:
@@ -137,8 +139,40 @@ async def _call(client: Client, call: Call, recorder: _Recorder) -> str | None:
     return None
 
 
-async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder, connected: anyio.Event,
-                  ready: list[int], start: anyio.Event, times: dict[str, float]) -> None:
+class _Gate:
+    """Opens when every tenant has passed it, having got there or given up."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.opened = anyio.Event()
+
+    def pass_(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.opened.set()
+
+
+@dataclass
+class _Phases:
+    connected: _Gate
+    warmed: _Gate
+    warm_up: anyio.Event = field(default_factory=anyio.Event)
+    start: anyio.Event = field(default_factory=anyio.Event)
+    end: float = float("inf")
+
+
+async def _timed_call(job: LoadJob, client: Client, call: Call, recorder: _Recorder) -> str | None:
+    """One call within the call timeout: None when it succeeded, else the kind of its failure."""
+    try:
+        with anyio.fail_after(job.call_timeout):
+            return await _call(client, call, recorder)
+    except Exception as exc:  # any failure is a result of the load, to count
+        recorder.sample(f"{call.name}: {type(exc).__name__}: {exc}")
+        return type(exc).__name__
+
+
+async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder, phases: _Phases) -> None:
+    gates = [phases.connected, phases.warmed]  # the gates this tenant has still to pass
     timeout = httpx2.Timeout(job.call_timeout, read=job.call_timeout)
     began = time.monotonic()
     try:
@@ -146,57 +180,49 @@ async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder
                     Client(streamable_http_client(job.url, http_client=http), mode=job.mode,
                            read_timeout_seconds=job.call_timeout) as client):
             recorder.result.connect_seconds.append(time.monotonic() - began)
-            ready[0] += 1
-            if ready[0] == len(job.tenants):
-                connected.set()
-            await start.wait()
-            turn = number  # tenants start at different points of their lists
-            while time.monotonic() < times["end"]:
+            gates.pop(0).pass_()
+            await phases.warm_up.wait()
+            for turn in range(number, number + job.warmup_calls):  # tenants start at different points of their lists
+                if await _timed_call(job, client, tenant.calls[turn % len(tenant.calls)], recorder) is not None:
+                    recorder.result.warmup_errors += 1
+            gates.pop(0).pass_()
+            await phases.start.wait()
+            turn = number + job.warmup_calls
+            while time.monotonic() < phases.end:
                 call = tenant.calls[turn % len(tenant.calls)]
                 turn += 1
                 sent = time.monotonic()
-                measured = sent >= times["start"]
-                try:
-                    with anyio.fail_after(job.call_timeout):
-                        kind = await _call(client, call, recorder)
-                except Exception as exc:  # any failure is a result of the load, to count
-                    if measured:
-                        recorder.error(call.name, type(exc).__name__, str(exc))
-                    kind = ""
+                kind = await _timed_call(job, client, call, recorder)
                 ended = time.monotonic()
-                if not measured:
-                    continue
                 if kind is None:
                     recorder.result.latencies.setdefault(call.name, []).append(ended - sent)
-                    recorder.result.in_window += ended <= times["end"]
-                elif kind:
-                    recorder.error(call.name, kind, "tool error")
+                    recorder.result.in_window += ended <= phases.end
+                else:
+                    recorder.error(call.name, kind)
     except Exception as exc:  # a tenant that could not connect is counted; the others go on
-        if not start.is_set():
-            recorder.result.connect_failures += 1
-            ready[0] += 1
-            if ready[0] == len(job.tenants):
-                connected.set()
-        recorder.error("connect" if not start.is_set() else "session", type(exc).__name__, str(exc))
+        recorder.result.connect_failures += len(gates) == 2
+        recorder.error("connect" if len(gates) == 2 else "session", type(exc).__name__)
+        recorder.sample(f"{type(exc).__name__}: {exc}")
+    for gate in gates:
+        gate.pass_()
 
 
 async def run_load(job: LoadJob) -> LoadResult:
-    """Connect every tenant, then call from all of them at once for `job.duration` seconds."""
+    """Connect every tenant, warm up, then call from all of them at once for `job.duration` seconds."""
     recorder = _Recorder(job)
-    connected, start = anyio.Event(), anyio.Event()
-    ready = [0]
-    times = {"start": float("inf"), "end": float("inf")}
-    with anyio.fail_after(CONNECT_TIMEOUT + job.warmup + job.duration + 2 * job.call_timeout):
+    phases = _Phases(_Gate(len(job.tenants)), _Gate(len(job.tenants)))
+    with anyio.fail_after(CONNECT_TIMEOUT + WARMUP_TIMEOUT + job.duration + 2 * job.call_timeout):
         async with anyio.create_task_group() as tg:
             for number, tenant in enumerate(job.tenants):
-                tg.start_soon(_tenant, job, tenant, number, recorder, connected, ready, start, times)
+                tg.start_soon(_tenant, job, tenant, number, recorder, phases)
             with anyio.move_on_after(CONNECT_TIMEOUT):
-                await connected.wait()
-            times["start"] = time.monotonic() + job.warmup
-            times["end"] = times["start"] + job.duration
+                await phases.connected.opened.wait()
+            phases.warm_up.set()
+            with anyio.move_on_after(WARMUP_TIMEOUT):
+                await phases.warmed.opened.wait()
+            phases.end = time.monotonic() + job.duration
             recorder.result.window = job.duration
-            start.set()
-            await anyio.sleep(job.warmup)
+            phases.start.set()
             before = _cpu(job.server_pids)
             await anyio.sleep(job.duration)
             after = _cpu(job.server_pids)
@@ -220,7 +246,7 @@ def run_load_process(job: LoadJob) -> LoadResult:
     results = context.Queue()
     process = context.Process(target=_load_process, args=(job, results), daemon=True)
     process.start()
-    deadline = time.monotonic() + CONNECT_TIMEOUT + job.warmup + job.duration + 2 * job.call_timeout + 60
+    deadline = time.monotonic() + CONNECT_TIMEOUT + WARMUP_TIMEOUT + job.duration + 2 * job.call_timeout + 60
     try:
         while time.monotonic() < deadline:
             try:

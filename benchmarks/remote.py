@@ -204,12 +204,12 @@ def serving(target: str, replicas: int, env: dict[str, str],
 
 def measure(target: str, mode: str, url: str, servers: list[ServerProcess], balancer: Haproxy | None,
             sandbox: SandboxServer, redis: RedisServer, fixtures: list[TenantFixture], duration: float,
-            warmup: float) -> Row:
+            warmup_calls: int) -> Row:
     redis.flush()
     sandbox.state.limiter.reset()
     before = balancer.responses_per_server() if balancer else {}
     tokens = tuple(f.token for f in fixtures)
-    job = LoadJob(url, mode, tuple(tenant(f, n) for n, f in enumerate(fixtures)), duration, warmup,
+    job = LoadJob(url, mode, tuple(tenant(f, n) for n, f in enumerate(fixtures)), duration, warmup_calls,
                   server_pids=tuple(s.process.pid for s in servers), secrets=tokens)
     fallbacks = sum(s.stderr_text().count(REDIS_FALLBACK) for s in servers)
     sandbox.request_log.clear()
@@ -265,10 +265,11 @@ def render(rows: list[Row], args: argparse.Namespace, command: str) -> str:
         "the caller's `Authorization` to the sandbox over one pooled `httpx2` client and returns the service's "
         "JSON as it came: no pacing, no typed models, no trimming, no error shape; stateless Streamable HTTP.",
         f"- **Load**: a separate process; {args.tenants} tenants, each an SDK `Client` over Streamable HTTP with "
-        "its own `httpx2.AsyncClient` (own headers and connections), connected first, then calling together for "
-        f"{args.duration:g} s after {args.warmup:g} s unrecorded, one call in flight each (closed loop), in turn: "
-        "`get_agent_run`, `get_agent_run_logs` (20 entries), `get_agent_run` (another run), `list_agent_runs` (its "
-        "own user, 5). Each tenant names only its own two runs and its own user.",
+        "its own `httpx2.AsyncClient` (own headers and connections). All connect, make "
+        f"{args.warmup_calls} unrecorded calls each (they fill each replica's per-token caches), then call together "
+        f"for {args.duration:g} s, one call in flight each (closed loop), in turn: `get_agent_run`, "
+        "`get_agent_run_logs` (20 entries), `get_agent_run` (another run), `list_agent_runs` (its own user, 5). "
+        "Each tenant names only its own two runs and its own user.",
         "- **calls/s**: successful calls that ended within the window. **p50 / p99**: per call, at the client. "
         "With every tenant calling back to back the servers are saturated, so latency is mostly queueing "
         "(Little's law: p50 ≈ tenants / rate); *added* is this row's minus the one-replica or the bare-server "
@@ -323,7 +324,8 @@ def haproxy_version() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load per target and era")
-    parser.add_argument("--warmup", type=float, default=3.0, help="seconds of unrecorded calls before each window")
+    parser.add_argument("--warmup-calls", type=int, default=6,
+                        help="unrecorded calls per tenant before each window (default: %(default)s)")
     parser.add_argument("--tenants", type=int, default=200, help="tenants calling at once, one call in flight each")
     parser.add_argument("--replicas", type=int, default=3, help="replicas behind the load balancer")
     parser.add_argument("--auth", choices=("request", "env"), default="request",
@@ -360,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in modes:
                     started = time.monotonic()
                     row = measure(target, mode, url, servers, balancer, sandbox, redis, fixtures, args.duration,
-                                  args.warmup)
+                                  args.warmup_calls)
                     rows.append(row)
                     print(f"{target} {ERAS[mode]}: {row.load.rate:.1f} calls/s, p50 {row.p50 * 1000:.0f} ms, "
                           f"p99 {row.p99 * 1000:.0f} ms, errors {row.load.error_count} "
