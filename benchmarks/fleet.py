@@ -8,8 +8,10 @@ with an `ExitStack`, on error too.
 from __future__ import annotations
 
 import csv
+import ctypes
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 import httpx2
 
 HAPROXY = "/usr/sbin/haproxy"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def free_port() -> int:
@@ -39,6 +42,11 @@ def memory_kib(pid: int) -> dict[str, int]:
     return values
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies, however that happens."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time a process has used so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -54,7 +62,8 @@ class ServerProcess:
         self.port = port
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
         self.process = subprocess.Popen(list(command), env=dict(env) if env is not None else None,
-                                        stdout=subprocess.DEVNULL, stderr=self._stderr)
+                                        stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                        preexec_fn=_die_with_parent)
         deadline = time.monotonic() + startup_timeout
         while True:
             if self.process.poll() is not None:

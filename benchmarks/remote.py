@@ -17,9 +17,11 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -49,12 +51,12 @@ ORG_ID = 1
 FIRST_TOKEN_USER_ID = 101
 SEEDED_MEMBER_IDS = range(111, 117)
 TARGETS = {
-    "lb": "3 replicas behind HAProxy",
+    "lb": "{replicas} replicas behind HAProxy",
     "replica": "1 replica, no load balancer",
     "bare": "the SDK's bare server, 1 process",
 }
 MODES = tuple(ERAS)
-REDIS_FALLBACK = "Redis is unreachable"  # what a replica logs when it falls back to pacing locally
+REDIS_FALLBACK = re.compile(r"Redis is unreachable \((\w+)")  # a replica's log line when it paces locally
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,7 @@ class Row:
     memory_mib: list[tuple[float, float]]  # per server process: RSS after the load, peak RSS
     spread: dict[str, int] = field(default_factory=dict)  # responses per replica (through HAProxy)
     loadavg: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
-    redis_fallbacks: int = 0  # times a replica logged that it paces locally, Redis being unreachable
+    redis_fallbacks: Counter[str] = field(default_factory=Counter)  # why replicas paced locally, how often
 
     @property
     def p50(self) -> float:
@@ -211,7 +213,7 @@ def measure(target: str, mode: str, url: str, servers: list[ServerProcess], bala
     tokens = tuple(f.token for f in fixtures)
     job = LoadJob(url, mode, tuple(tenant(f, n) for n, f in enumerate(fixtures)), duration, warmup_calls,
                   server_pids=tuple(s.process.pid for s in servers), secrets=tokens)
-    fallbacks = sum(s.stderr_text().count(REDIS_FALLBACK) for s in servers)
+    logged = [len(s.stderr_text()) for s in servers]
     sandbox.request_log.clear()
     load_before = os.getloadavg()[0]
     load = run_load_process(job)
@@ -221,9 +223,14 @@ def measure(target: str, mode: str, url: str, servers: list[ServerProcess], bala
     spread = {}
     if balancer:
         spread = {name: count - before.get(name, 0) for name, count in balancer.responses_per_server().items()}
-    fallbacks = sum(s.stderr_text().count(REDIS_FALLBACK) for s in servers) - fallbacks
+    fallbacks = Counter(reason for s, start in zip(servers, logged, strict=True)
+                        for reason in REDIS_FALLBACK.findall(s.stderr_text()[start:]))
     return Row(target, mode, len(fixtures), load, len(records), sum(1 for r in records if r.status == 429),
                check_tokens(records, fixtures), memory, spread, (load_before, load_after), fallbacks)
+
+
+def label(target: str, replicas: int) -> str:
+    return TARGETS[target].format(replicas=replicas)
 
 
 def _ms(seconds: float) -> str:
@@ -235,85 +242,108 @@ def _per_call(cpu: float, row: Row) -> str:
 
 
 def _added(row: Row, base: Row | None) -> str:
-    if base is None or base is row:
+    if base is None:
         return "—"
     return f"{(row.p50 - base.p50) * 1000:+.0f} / {(row.p99 - base.p99) * 1000:+.0f} ms"
 
 
-def render(rows: list[Row], args: argparse.Namespace, command: str) -> str:
+def _ratio(row: Row | None, base: Row | None) -> str:
+    return f"{row.load.rate / base.load.rate:.2f}×" if row and base and base.load.rate else "—"
+
+
+AUTH_TEXT = {
+    "request": "`--auth request`: every tenant's requests carry its own token (`Authorization: Bearer`), half of "
+               "them also `X-Organization-Id`, the others leave the organisation for the server to find; the "
+               "sandbox knows one user per token",
+    "env": "**env-auth mode (`--auth env`), not the remote mode**: every replica calls the service with its one "
+           "token from the environment whoever calls; the tenants' headers are sent and ignored, and legacy-era "
+           "sessions live in one replica's memory, so round robin loses them. The token check flags every request, "
+           "as it must: that is the leak detector at work, not a measurement of the remote mode",
+}
+
+
+def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load: float) -> str:
     by = {(row.target, row.mode): row for row in rows}
-    auth = ("`--auth request`: every tenant's requests carry its own token (`Authorization: Bearer`), half of "
-            "them also `X-Organization-Id`; the sandbox knows one user per token" if args.auth == "request" else
-            "**env-auth mode (`--auth env`), not the remote mode**: every replica calls the service with its one "
-            "token from the environment whoever calls; the tenants' headers are sent and ignored. Legacy-era "
-            "sessions live in one replica's memory, so round robin loses them. The token check below flags "
-            "nearly every request, as it must: it is the leak detector at work, not a measurement of the remote "
-            "mode")
+    lb = label("lb", args.replicas)
     lines = [
         "## Remote mode", "",
-        f"Produced by `{command}` on loopback, {os.cpu_count()} cores shared with other work (the 1-minute load "
-        "average before → after each row is in the last column, so absolute numbers are noisy). "
-        f"Auth: {auth}.", "",
-        f"- **Setup**: one sandbox with {args.tenants} tokens and limits far above the load "
-        f"(`{RATE_LIMITS.split(',')[0]},...`, the same on the replicas: pacing never waits here), one "
+        f"Produced by `{command}` on loopback, {os.cpu_count()} cores shared with other work: the 1-minute load "
+        f"average was {machine_load:.1f} at the start, and before → after each row is in its last column, so "
+        f"absolute numbers are noisy. Auth: {AUTH_TEXT[args.auth]}.", "",
+        f"- **Setup**: one sandbox with a token per tenant and limits far above the load "
+        f"(`{RATE_LIMITS.split(',')[0]},...`, the same on the replicas: pacing never waits here); one "
         "redis-server shared by the replicas for pacing (`AGENT_AUTOMATION_REDIS_URL`, flushed before each row). "
-        f"**{TARGETS['lb']}**: HAProxy {haproxy_version()}, `balance roundrobin` per request on kept-alive "
-        "connections, no stickiness, `http-reuse always`" + (", health checks on `/readyz`" if args.auth == "request"
-                                                             else "") + ". "
-        f"**{TARGETS['replica']}**: the same server, called directly. **{TARGETS['bare']}**: "
-        "`benchmarks/bare_server.py`, an `MCPServer` with the same three tools (names and arguments) that forwards "
-        "the caller's `Authorization` to the sandbox over one pooled `httpx2` client and returns the service's "
-        "JSON as it came: no pacing, no typed models, no trimming, no error shape; stateless Streamable HTTP.",
+        f"**{lb}**: HAProxy {haproxy_version()}, `balance roundrobin` per request on kept-alive connections, no "
+        "stickiness, `http-reuse always`" + (", health checks on `/readyz`" if args.auth == "request" else "")
+        + f". **{label('replica', args.replicas)}**: the same server, called directly. "
+        f"**{label('bare', args.replicas)}**: `benchmarks/bare_server.py`, an `MCPServer` with the same three "
+        "tools (names and arguments) that forwards the caller's `Authorization` to the sandbox over one pooled "
+        "`httpx2` client and returns the service's JSON as it came: no pacing, no token check, no typed models, "
+        "no trimming, no error shape; stateless Streamable HTTP.",
         f"- **Load**: a separate process; {args.tenants} tenants, each an SDK `Client` over Streamable HTTP with "
         "its own `httpx2.AsyncClient` (own headers and connections). All connect, make "
-        f"{args.warmup_calls} unrecorded calls each (they fill each replica's per-token caches), then call together "
+        f"{args.warmup_calls} unrecorded calls each (they fill the servers' per-token caches), then call together "
         f"for {args.duration:g} s, one call in flight each (closed loop), in turn: `get_agent_run`, "
         "`get_agent_run_logs` (20 entries), `get_agent_run` (another run), `list_agent_runs` (its own user, 5). "
         "Each tenant names only its own two runs and its own user.",
         "- **calls/s**: successful calls that ended within the window. **p50 / p99**: per call, at the client. "
         "With every tenant calling back to back the servers are saturated, so latency is mostly queueing "
-        "(Little's law: p50 ≈ tenants / rate); *added* is this row's minus the one-replica or the bare-server "
-        "row of the same era.",
+        "(Little's law: mean latency = tenants / rate); *added* is this row's minus the one-replica (for the "
+        "load-balanced rows) or the bare-server row of the same era.",
         "- **foreign token**: requests that reached the sandbox under another token than that of the tenant whose "
-        "run (in the path) or user (in the query) they named, of all such requests (sandbox request log, token "
-        "hash against path); **foreign answers**: successful calls whose answer named a run that is not the "
-        "tenant's own; **upstream requests** and **429** (answers the sandbox refused) count the warm-up "
-        "too. **CPU per call**: CPU time in the window of the server processes together (HAProxy not included) "
-        "and of the load process, over the calls of the window; the load process near 1 s of CPU a second "
-        "would mean the load itself was the limit. **RSS**: each server process after its rows (peak in "
-        "brackets).", "",
+        "run (in the path) or user (in the query) they named, of all such requests (the sandbox's request log "
+        "pairs a hash of the token with the path). **foreign answers**: successful calls whose answer was about "
+        "a run that is not the tenant's own. **upstream requests** and **429** (answers the sandbox refused) "
+        "count the warm-up too.",
+        "- **CPU per call**: CPU time in the window of the server processes together (HAProxy not included) and "
+        "of the load process, over the calls of the window. **RSS**: each server process after its rows (peak "
+        "in brackets).", "",
         "| target | era | calls/s | p50 / p99 | added vs 1 replica | added vs bare SDK | errors | upstream "
         "requests (429) | foreign token | foreign answers | CPU per call: servers, load | RSS MiB per process "
         "(peak) | load avg |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        versus_replica = _added(row, by.get(("replica", row.mode)) if row.target == "lb" else None)
+        versus_replica = _added(row, by.get(("replica", row.mode))) if row.target == "lb" else "—"
+        versus_bare = _added(row, by.get(("bare", row.mode))) if row.target != "bare" else "—"
         memory = ", ".join(f"{rss:.0f} ({peak:.0f})" for rss, peak in row.memory_mib)
         foreign = f"{row.tokens.foreign:,} of {row.tokens.attributed:,}"
-        if row.tokens.unknown_token:
-            foreign += f"; {row.tokens.unknown_token:,} under no tenant's token"
         lines.append(
-            f"| {TARGETS[row.target]} | {ERAS[row.mode]} | {row.load.rate:.0f} | {_ms(row.p50)} / {_ms(row.p99)} ms "
-            f"| {versus_replica} | {_added(row, by.get(('bare', row.mode)))} "
+            f"| {label(row.target, args.replicas)} | {ERAS[row.mode]} | {row.load.rate:.0f} "
+            f"| {_ms(row.p50)} / {_ms(row.p99)} ms | {versus_replica} | {versus_bare} "
             f"| {row.load.error_count + row.load.connect_failures:,} | {row.upstream:,} ({row.upstream_429}) "
             f"| {foreign} | {row.load.foreign_results} | {_per_call(row.load.server_cpu, row)}, "
             f"{_per_call(row.load.load_cpu, row)} | {memory} | {row.loadavg[0]:.1f} → {row.loadavg[1]:.1f} |")
-    notes = []
+    lines += ["", "Per row:", ""]
     for row in rows:
-        where = f"{TARGETS[row.target]}, {ERAS[row.mode]}"
+        notes = [f"the load process used {row.load.load_cpu / row.load.window:.2f} s of CPU a second",
+                 f"tenants connected in {percentile(row.load.connect_seconds, 50):.1f} s (median)",
+                 f"{row.tokens.unattributed:,} upstream requests named no tenant's run or user (token checks, "
+                 "organisation lookups), " + (f"{row.tokens.unknown_token:,} of all under no tenant's token"
+                                              if row.tokens.unknown_token else "each under a tenant's token")]
         if row.spread:
-            notes.append(f"- {where}: responses per replica {', '.join(map(str, row.spread.values()))}.")
-        notes.append(f"- {where}: the load process used {row.load.load_cpu / row.load.window:.2f} s of CPU a "
-                     f"second; tenants connected in {percentile(row.load.connect_seconds, 50):.2f} s (median).")
-        if row.redis_fallbacks:
-            notes.append(f"- {where}: replicas fell back to local pacing {row.redis_fallbacks} times (logged "
-                         f"'{REDIS_FALLBACK}').")
-        if row.load.errors or row.load.connect_failures:
+            notes.append(f"responses per replica {' / '.join(map(str, row.spread.values()))}")
+        if row.load.errors or row.load.connect_failures or row.load.warmup_errors:
             kinds = ", ".join(f"{kind} ×{count}" for kind, count in sorted(row.load.errors.items()))
-            notes.append(f"- {where}: errors {kinds}" + (f"; {row.load.connect_failures} tenants could not "
-                                                          "connect" if row.load.connect_failures else "") + ".")
-    return "\n".join([*lines, "", *notes, ""])
+            notes.append(f"errors: {kinds or 'none in the window'}; {row.load.warmup_errors} in the warm-up; "
+                         f"{row.load.connect_failures} tenants could not connect")
+        if row.redis_fallbacks:
+            reasons = ", ".join(f"{reason} ×{count}" for reason, count in row.redis_fallbacks.items())
+            notes.append(f"replicas logged 'Redis is unreachable' and paced locally for a while: {reasons}")
+        lines.append(f"- {label(row.target, args.replicas)}, {ERAS[row.mode]}: {'; '.join(notes)}.")
+    ratios = [f"{ERAS[mode]}: {lb} {_ratio(by.get(('lb', mode)), by.get(('replica', mode)))} of one replica's "
+              f"rate, one replica {_ratio(by.get(('replica', mode)), by.get(('bare', mode)))} of the bare SDK "
+              "server's" for mode in dict.fromkeys(row.mode for row in rows)]
+    lines += ["", "### Reading the numbers", "",
+              f"- Rates: {'; '.join(ratios)}.",
+              f"- On {os.cpu_count()} cores the replicas cannot add capacity: {args.replicas} server processes, "
+              "HAProxy, the sandbox and the load process share them (with other work), so the load-balanced rows "
+              "show what the extra hop and the extra processes cost, not what replicas on their own cores would "
+              "serve. What the rows compare fairly is the CPU per call.",
+              "- Each replica checks each token once (`GET /v1/users/me`) and, for tenants without "
+              "`X-Organization-Id`, finds its organisation once, so behind a round-robin balancer every tenant "
+              "costs each replica those requests: they are the upstream requests that name no tenant's run.", ""]
+    return "\n".join(lines)
 
 
 def haproxy_version() -> str:
@@ -346,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         print("needs redis-server and haproxy (apt-get install redis-server haproxy)", file=sys.stderr)
         return 2
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, stopping every process started
+    machine_load = os.getloadavg()[0]
     tokens, users = lay_out_tokens(args.tenants)
     config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=13,
                            org_id=ORG_ID)
@@ -369,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{row.load.errors} {row.load.error_samples[:2]}, 429 {row.upstream_429}, "
                           f"foreign {row.tokens.foreign}/{row.tokens.attributed}, spread {row.spread}, "
                           f"memory {row.memory_mib}, {time.monotonic() - started:.0f} s", flush=True)
-    publish(render(rows, args, command_line("remote.py", argv)), args.write)
+    publish(render(rows, args, command_line("remote.py", argv), machine_load), args.write)
     return 0
 
 
