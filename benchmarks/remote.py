@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.pacing.redis_ledger import REDIS_TIMEOUT, RETRY_REDIS_AFTER
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,8 +255,18 @@ def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load
               "serve. What the rows compare fairly is the CPU per call.",
               "- Each replica checks each token once (`GET /v1/users/me`) and, for tenants without "
               "`X-Organization-Id`, finds its organisation once, so behind a round-robin balancer every tenant "
-              "costs each replica those requests: they are the upstream requests that name no tenant's run.", ""]
-    return "\n".join(lines)
+              "costs each replica those requests: they are the upstream requests that name no tenant's run."]
+    reasons = {reason for row in rows for reason in row.redis_fallbacks}
+    if "MaxConnectionsError" in reasons:
+        lines.append("- MaxConnectionsError: a replica had more calls in flight than the Redis client's connection "
+                     "pool holds (redis-py's asyncio pool: 100 connections by default, and it raises rather than "
+                     f"waits when all are in use), so it paced locally on its share of each limit for "
+                     f"{RETRY_REDIS_AFTER:g} s before trying Redis again. No request was lost, but pacing stopped "
+                     "being shared for that while.")
+    if "TimeoutError" in reasons:
+        lines.append(f"- TimeoutError: a Redis round trip took longer than the client's {REDIS_TIMEOUT:g} s timeout on "
+                     "the busy cores.")
+    return "\n".join([*lines, ""])
 
 
 def haproxy_version() -> str:
