@@ -2,7 +2,7 @@
 
 Every process is started on a free loopback port with its stderr in a file (a full pipe would stall it under
 load); `stop` ends it (terminate, then kill after a grace period), and the caller stops every one it started
-with an `ExitStack`, on error too.
+with an `ExitStack`, on error too. The memory and CPU time of a process are read from /proc.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import csv
 import ctypes
 import io
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +24,9 @@ from pathlib import Path
 import httpx2
 
 HAPROXY = "/usr/sbin/haproxy"
+# util-linux's setpriv execs the command (same pid) with SIGTERM due when the process that started it dies,
+# however it dies: no server outlives a benchmark killed outright.
+DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else ()
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -42,11 +46,6 @@ def memory_kib(pid: int) -> dict[str, int]:
     return values
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM it when the process that started it dies, however that happens."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time a process has used so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -61,9 +60,8 @@ class ServerProcess:
         self.name = name
         self.port = port
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
-        self.process = subprocess.Popen(list(command), env=dict(env) if env is not None else None,
-                                        stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                        preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen([*DIE_WITH_PARENT, *command], env=dict(env) if env is not None else None,
+                                        stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + startup_timeout
         while True:
             if self.process.poll() is not None:
@@ -110,6 +108,19 @@ def mcp_server(name: str, env: Mapping[str, str], *args: str) -> ServerProcess:
     port = free_port()
     return ServerProcess(name, [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
                                 "--port", str(port), *args], port, env)
+
+
+def redis_server() -> ServerProcess:
+    """A private redis-server without persistence."""
+    port = free_port()
+    return ServerProcess("redis-server", [shutil.which("redis-server") or "redis-server", "--port", str(port),
+                                          "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], port)
+
+
+def die_with_parent() -> None:
+    """For a child process the `multiprocessing` way: SIGTERM when its parent dies (Linux; elsewhere nothing)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def haproxy_config(port: int, stats_port: int, backends: Sequence[int], health_path: str | None) -> str:

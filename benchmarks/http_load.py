@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import anyio
 import httpx2
-from fleet import cpu_seconds
+from fleet import cpu_seconds, die_with_parent
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -76,10 +76,6 @@ class LoadResult:
     load_cpu: float = 0.0  # CPU seconds this load process spent in the window
 
     @property
-    def calls(self) -> int:
-        return sum(len(values) for values in self.latencies.values())
-
-    @property
     def all_latencies(self) -> list[float]:
         return [value for values in self.latencies.values() for value in values]
 
@@ -132,7 +128,9 @@ async def _call(client: Client, call: Call, recorder: _Recorder) -> str | None:
     result = await client.call_tool(call.tool, call.arguments)
     data = result.structured_content or {}
     if result.is_error:
-        return str(data.get("error", {}).get("kind", "tool_error"))
+        error = data.get("error", {})
+        recorder.sample(f"{call.name}: {error.get('kind')}: {error.get('message')}")
+        return str(error.get("kind", "tool_error"))
     if call.owned_ids is not None and not (seen := run_ids(data)) <= call.owned_ids:
         recorder.result.foreign_results += 1
         recorder.sample(f"{call.name}: asked {call.arguments}, answered about runs {sorted(seen)}")
@@ -236,6 +234,7 @@ def _cpu(pids: tuple[int, ...]) -> tuple[float, float]:
 
 
 def _load_process(job: LoadJob, results: Any) -> None:
+    die_with_parent()  # its result would have no reader: a pipe that never drains would keep it alive
     logging.getLogger("mcp").setLevel(logging.ERROR)  # not a warning per legacy session the server already forgot
     results.put(asdict(anyio.run(run_load, job)))
 

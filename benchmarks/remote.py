@@ -26,13 +26,15 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from redis import Redis
+
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.pacing.redis_ledger import REDIS_TIMEOUT, RETRY_REDIS_AFTER
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from fleet import HAPROXY, Haproxy, ServerProcess, free_port, mcp_server  # noqa: E402
+from fleet import HAPROXY, Haproxy, ServerProcess, free_port, mcp_server, redis_server  # noqa: E402
 from http_load import ERAS, LoadJob, LoadResult, run_load_process  # noqa: E402
 from report import command_line, publish  # noqa: E402
 from stats import percentile  # noqa: E402
@@ -45,7 +47,6 @@ from tenants import (  # noqa: E402
     lay_out_tokens,
     tenant,
 )
-from tests.pacing.redis_server import RedisServer  # noqa: E402  (one launcher for the tests and the benchmarks)
 
 # Room for every tenant on both sides, so that pacing never waits: this measures serving, not the limits.
 RATE_LIMITS = ("standard=100000/30s,logs=100000/60s,agent_creation=1000/60s,setup_commands=1000/60s,"
@@ -118,9 +119,10 @@ def serving(target: str, replicas: int, env: dict[str, str],
 
 
 def measure(target: str, mode: str, url: str, servers: list[ServerProcess], balancer: Haproxy | None,
-            sandbox: SandboxServer, redis: RedisServer, fixtures: list[TenantFixture], duration: float,
+            sandbox: SandboxServer, redis_url: str, fixtures: list[TenantFixture], duration: float,
             warmup_calls: int) -> Row:
-    redis.flush()
+    with Redis.from_url(redis_url) as redis:
+        redis.flushall()
     sandbox.state.limiter.reset()
     before = balancer.responses_per_server() if balancer else {}
     tokens = tuple(f.token for f in fixtures)
@@ -294,8 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("unknown target or mode")
     if not 1 <= args.tenants <= 1000 or not 1 <= args.replicas <= 8 or not 0 < args.duration <= 600:
         parser.error("tenants 1-1000, replicas 1-8, duration up to 600 s")
-    redis_binary = shutil.which("redis-server")
-    if redis_binary is None or not Path(HAPROXY).exists():
+    if shutil.which("redis-server") is None or not Path(HAPROXY).exists():
         print("needs redis-server and haproxy (apt-get install redis-server haproxy)", file=sys.stderr)
         return 2
 
@@ -307,16 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     with ExitStack() as stack:
         sandbox = stack.enter_context(SandboxServer(config))
-        redis = RedisServer(redis_binary)
-        redis.start()
+        redis = redis_server()
         stack.callback(redis.stop)
+        redis_url = f"redis://127.0.0.1:{redis.port}/0"
         fixtures = create_fixtures(sandbox, users)
-        env = server_env(sandbox, redis.url, args.auth, tokens[0])
+        env = server_env(sandbox, redis_url, args.auth, tokens[0])
         for target in targets:
             with serving(target, args.replicas, env, args.auth) as (url, servers, balancer):
                 for mode in modes:
                     started = time.monotonic()
-                    row = measure(target, mode, url, servers, balancer, sandbox, redis, fixtures, args.duration,
+                    row = measure(target, mode, url, servers, balancer, sandbox, redis_url, fixtures, args.duration,
                                   args.warmup_calls)
                     rows.append(row)
                     print(f"{target} {ERAS[mode]}: {row.load.rate:.1f} calls/s, p50 {row.p50 * 1000:.0f} ms, "
