@@ -64,7 +64,6 @@ REDIS_FALLBACK = re.compile(r"Redis is unreachable \((\w+)")  # a replica's log 
 class Row:
     target: str
     mode: str
-    tenants: int
     load: LoadResult
     upstream: int  # requests the sandbox answered
     upstream_429: int
@@ -92,9 +91,26 @@ def server_env(sandbox: SandboxServer, redis_url: str, auth: str, env_token: str
     return env
 
 
+@dataclass
+class Served:
+    url: str  # the MCP endpoint
+    servers: list[ServerProcess]  # the MCP server processes
+    balancer: Haproxy | None
+
+
+@dataclass
+class Bench:
+    """What every row shares."""
+
+    sandbox: SandboxServer
+    redis_url: str
+    fixtures: list[TenantFixture]
+    duration: float
+    warmup_calls: int
+
+
 @contextmanager
-def serving(target: str, replicas: int, env: dict[str, str],
-            auth: str) -> Iterator[tuple[str, list[ServerProcess], Haproxy | None]]:
+def serving(target: str, replicas: int, env: dict[str, str], auth: str) -> Iterator[Served]:
     """The MCP endpoint of `target`, its server processes and its load balancer; all stopped on exit."""
     with ExitStack() as stack:
         servers: list[ServerProcess] = []
@@ -115,33 +131,34 @@ def serving(target: str, replicas: int, env: dict[str, str],
             balancer = Haproxy([s.port for s in servers], "/readyz" if auth == "request" else None)
             stack.callback(balancer.stop)
             url = balancer.url
-        yield f"{url}/mcp", servers, balancer
+        yield Served(f"{url}/mcp", servers, balancer)
 
 
-def measure(target: str, mode: str, url: str, servers: list[ServerProcess], balancer: Haproxy | None,
-            sandbox: SandboxServer, redis_url: str, fixtures: list[TenantFixture], duration: float,
-            warmup_calls: int) -> Row:
-    with Redis.from_url(redis_url) as redis:
+def measure(target: str, mode: str, served: Served, bench: Bench) -> Row:
+    """One row: a clean Redis and sandbox log, the load in its own process, then what the servers and the
+    sandbox saw."""
+    with Redis.from_url(bench.redis_url) as redis:
         redis.flushall()
-    sandbox.state.limiter.reset()
+    bench.sandbox.state.limiter.reset()
+    balancer, servers = served.balancer, served.servers
     before = balancer.responses_per_server() if balancer else {}
-    tokens = tuple(f.token for f in fixtures)
-    job = LoadJob(url, mode, tuple(tenant(f, n) for n, f in enumerate(fixtures)), duration, warmup_calls,
-                  server_pids=tuple(s.process.pid for s in servers), secrets=tokens)
+    job = LoadJob(served.url, mode, tuple(tenant(f, n) for n, f in enumerate(bench.fixtures)), bench.duration,
+                  bench.warmup_calls, server_pids=tuple(s.process.pid for s in servers),
+                  secrets=tuple(f.token for f in bench.fixtures))
     logged = [len(s.stderr_text()) for s in servers]
-    sandbox.request_log.clear()
+    bench.sandbox.request_log.clear()
     load_before = os.getloadavg()[0]
     load = run_load_process(job)
     load_after = os.getloadavg()[0]
-    records = [r for r in list(sandbox.request_log) if r.operation is not None]
+    records = [r for r in list(bench.sandbox.request_log) if r.operation is not None]
     memory = [(m["VmRSS"] / 1024, m["VmHWM"] / 1024) for m in (s.memory_kib() for s in servers)]
     spread = {}
     if balancer:
         spread = {name: count - before.get(name, 0) for name, count in balancer.responses_per_server().items()}
     fallbacks = Counter(reason for s, start in zip(servers, logged, strict=True)
                         for reason in REDIS_FALLBACK.findall(s.stderr_text()[start:]))
-    return Row(target, mode, len(fixtures), load, len(records), sum(1 for r in records if r.status == 429),
-               check_tokens(records, fixtures), memory, spread, (load_before, load_after), fallbacks)
+    return Row(target, mode, load, len(records), sum(1 for r in records if r.status == 429),
+               check_tokens(records, bench.fixtures), memory, spread, (load_before, load_after), fallbacks)
 
 
 def label(target: str, replicas: int) -> str:
@@ -311,20 +328,19 @@ def main(argv: list[str] | None = None) -> int:
         redis = redis_server()
         stack.callback(redis.stop)
         redis_url = f"redis://127.0.0.1:{redis.port}/0"
-        fixtures = create_fixtures(sandbox, users)
+        bench = Bench(sandbox, redis_url, create_fixtures(sandbox, users), args.duration, args.warmup_calls)
         env = server_env(sandbox, redis_url, args.auth, tokens[0])
         for target in targets:
-            with serving(target, args.replicas, env, args.auth) as (url, servers, balancer):
+            with serving(target, args.replicas, env, args.auth) as served:
                 for mode in modes:
                     started = time.monotonic()
-                    row = measure(target, mode, url, servers, balancer, sandbox, redis_url, fixtures, args.duration,
-                                  args.warmup_calls)
+                    row = measure(target, mode, served, bench)
                     rows.append(row)
                     print(f"{target} {ERAS[mode]}: {row.load.rate:.1f} calls/s, p50 {row.p50 * 1000:.0f} ms, "
-                          f"p99 {row.p99 * 1000:.0f} ms, errors {row.load.error_count} "
-                          f"{row.load.errors} {row.load.error_samples[:2]}, 429 {row.upstream_429}, "
-                          f"foreign {row.tokens.foreign}/{row.tokens.attributed}, spread {row.spread}, "
-                          f"memory {row.memory_mib}, {time.monotonic() - started:.0f} s", flush=True)
+                          f"p99 {row.p99 * 1000:.0f} ms, errors {row.load.errors or 0} "
+                          f"{row.load.error_samples[:2] or ''}, 429 {row.upstream_429}, "
+                          f"foreign token {row.tokens.foreign}/{row.tokens.attributed}, "
+                          f"in {time.monotonic() - started:.0f} s", flush=True)
     publish(render(rows, args, command_line("remote.py", argv), machine_load), args.write)
     return 0
 
