@@ -34,7 +34,7 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from fleet import HAPROXY, Haproxy, ServerProcess, free_port, mcp_server, redis_server  # noqa: E402
+from fleet import HAPROXY, Haproxy, ServerProcess, bare_server, mcp_server, redis_server  # noqa: E402
 from http_load import ERAS, LoadJob, LoadResult, run_load_process  # noqa: E402
 from report import command_line, publish  # noqa: E402
 from stats import percentile  # noqa: E402
@@ -116,10 +116,7 @@ def serving(target: str, replicas: int, env: dict[str, str], auth: str) -> Itera
         servers: list[ServerProcess] = []
         balancer = None
         if target == "bare":
-            port = free_port()
-            servers.append(ServerProcess(
-                "bare server", [sys.executable, str(ROOT / "benchmarks" / "bare_server.py"), "--port", str(port),
-                                "--base-url", env["AGENT_AUTOMATION_BASE_URL"], "--org-id", str(ORG_ID)], port, env))
+            servers.append(bare_server(env, env["AGENT_AUTOMATION_BASE_URL"], ORG_ID))
             stack.callback(servers[-1].stop)
         else:
             for number in range(replicas if target == "lb" else 1):

@@ -25,6 +25,7 @@ ORG_ID = 1
 FIRST_TOKEN_USER_ID = 101
 SEEDED_MEMBER_IDS = range(111, 117)
 
+
 @dataclass(frozen=True)
 class TenantFixture:
     token: str
