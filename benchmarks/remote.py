@@ -26,19 +26,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet import HAPROXY, Haproxy, ServerProcess, bare_server, mcp_server, redis_server
+from http_load import ERAS, LoadJob, LoadResult, run_load_process
 from redis import Redis
-
-from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.pacing.redis_ledger import REDIS_TIMEOUT, RETRY_REDIS_AFTER
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from fleet import HAPROXY, Haproxy, ServerProcess, bare_server, mcp_server, redis_server  # noqa: E402
-from http_load import ERAS, LoadJob, LoadResult, run_load_process  # noqa: E402
-from report import command_line, publish  # noqa: E402
-from stats import percentile  # noqa: E402
-from tenants import (  # noqa: E402
+from report import command_line, publish
+from stats import percentile
+from tenants import (
     ORG_ID,
     TenantFixture,
     TokenCheck,
@@ -47,6 +40,10 @@ from tenants import (  # noqa: E402
     lay_out_tokens,
     tenant,
 )
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.pacing.redis_ledger import REDIS_TIMEOUT, RETRY_REDIS_AFTER
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 # Room for every tenant on both sides, so that pacing never waits: this measures serving, not the limits.
 RATE_LIMITS = ("standard=100000/30s,logs=100000/60s,agent_creation=1000/60s,setup_commands=1000/60s,"
