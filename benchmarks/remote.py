@@ -182,9 +182,10 @@ AUTH_TEXT = {
                "them also `X-Organization-Id`, the others leave the organisation for the server to find; the "
                "sandbox knows one user per token",
     "env": "**env-auth mode (`--auth env`), not the remote mode**: every replica calls the service with its one "
-           "token from the environment whoever calls; the tenants' headers are sent and ignored, and legacy-era "
-           "sessions live in one replica's memory, so round robin loses them. The token check flags every request, "
-           "as it must: that is the leak detector at work, not a measurement of the remote mode",
+           "token from the environment whoever calls; the tenants' headers are sent and ignored, and the cap on "
+           "calls in flight per token (`--max-tenant-calls`) counts all of them as one tenant. The token check "
+           "flags every request, as it must: that is the leak detector at work, not a measurement of the remote "
+           "mode",
 }
 
 
