@@ -3,7 +3,8 @@
 Each tenant is one SDK `Client` over Streamable HTTP with its own `httpx2.AsyncClient` (its own headers and
 connections, as separate users would have), calling its list of calls round and round, one call in flight.
 All tenants connect first; then each makes `warmup_calls` calls, unrecorded (the first calls fill the servers'
-per-token caches); then all call together for `duration` seconds, measured. Each phase waits for every tenant,
+per-token caches); then all call together for `duration` seconds, measured: back to back (closed loop), or each
+every `interval` seconds (an offered rate; a late call goes at once). Each phase waits for every tenant,
 within a time bound. A call still in flight at the end is awaited (bounded by `call_timeout`) and its latency kept.
 `run_load_process` runs this in a spawned process, so the load never shares a Python interpreter (and its GIL)
 with the servers or the process that started them.
@@ -56,6 +57,7 @@ class LoadJob:
     tenants: tuple[Tenant, ...]
     duration: float
     warmup_calls: int = 0  # calls per tenant before the measured window, not recorded (the first fill caches)
+    interval: float = 0.0  # seconds between the starts of one tenant's calls (tenants spread evenly); 0: back to back
     call_timeout: float = 30.0
     server_pids: tuple[int, ...] = ()  # processes whose CPU time over the window is measured
     secrets: tuple[str, ...] = ()  # scrubbed from every error text the load reports
@@ -186,7 +188,12 @@ async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder
             gates.pop(0).pass_()
             await phases.start.wait()
             turn = number + job.warmup_calls
-            while time.monotonic() < phases.end:
+            due = time.monotonic() + job.interval * number / len(job.tenants)
+            while True:
+                await anyio.sleep(max(0.0, due - time.monotonic()))
+                if time.monotonic() >= phases.end:
+                    break
+                due += job.interval
                 call = tenant.calls[turn % len(tenant.calls)]
                 turn += 1
                 sent = time.monotonic()

@@ -13,6 +13,7 @@ answers were 429. Loopback only; everything it starts it stops, on error too.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shutil
@@ -61,6 +62,7 @@ REDIS_FALLBACK = re.compile(r"Redis is unreachable \((\w+)")  # a replica's log 
 class Row:
     target: str
     mode: str
+    offered: float  # calls a second the tenants offered together; 0: as many as they could
     load: LoadResult
     upstream: int  # requests the sandbox answered
     upstream_429: int
@@ -128,7 +130,7 @@ def serving(target: str, replicas: int, env: dict[str, str], auth: str) -> Itera
         yield Served(f"{url}/mcp", servers, balancer)
 
 
-def measure(target: str, mode: str, served: Served, bench: Bench) -> Row:
+def measure(target: str, mode: str, offered: float, served: Served, bench: Bench) -> Row:
     """One row: a clean Redis and sandbox log, the load in its own process, then what the servers and the
     sandbox saw."""
     with Redis.from_url(bench.redis_url) as redis:
@@ -137,7 +139,8 @@ def measure(target: str, mode: str, served: Served, bench: Bench) -> Row:
     balancer, servers = served.balancer, served.servers
     before = balancer.responses_per_server() if balancer else {}
     job = LoadJob(served.url, mode, tuple(tenant(f, n) for n, f in enumerate(bench.fixtures)), bench.duration,
-                  bench.warmup_calls, server_pids=tuple(s.process.pid for s in servers),
+                  bench.warmup_calls, len(bench.fixtures) / offered if offered else 0.0,
+                  server_pids=tuple(s.process.pid for s in servers),
                   secrets=tuple(f.token for f in bench.fixtures))
     logged = [len(s.stderr_text()) for s in servers]
     bench.sandbox.request_log.clear()
@@ -151,7 +154,7 @@ def measure(target: str, mode: str, served: Served, bench: Bench) -> Row:
         spread = {name: count - before.get(name, 0) for name, count in balancer.responses_per_server().items()}
     fallbacks = Counter(reason for s, start in zip(servers, logged, strict=True)
                         for reason in REDIS_FALLBACK.findall(s.stderr_text()[start:]))
-    return Row(target, mode, load, len(records), sum(1 for r in records if r.status == 429),
+    return Row(target, mode, offered, load, len(records), sum(1 for r in records if r.status == 429),
                check_tokens(records, bench.fixtures), memory, spread, (load_before, load_after), fallbacks)
 
 
@@ -161,6 +164,10 @@ def label(target: str, replicas: int) -> str:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f}"
+
+
+def _offered(row: Row) -> str:
+    return f"{row.offered:g}" if row.offered else "all they can"
 
 
 def _per_call(cpu: float, row: Row) -> str:
@@ -190,7 +197,7 @@ AUTH_TEXT = {
 
 
 def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load: float) -> str:
-    by = {(row.target, row.mode): row for row in rows}
+    by = {(row.target, row.mode, row.offered): row for row in rows}
     lb = label("lb", args.replicas)
     lines = [
         "## Remote mode", "",
@@ -210,13 +217,16 @@ def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load
         f"- **Load**: a separate process; {args.tenants} tenants, each an SDK `Client` over Streamable HTTP with "
         "its own `httpx2.AsyncClient` (own headers and connections). All connect, make "
         f"{args.warmup_calls} unrecorded calls each (they fill the servers' per-token caches), then call together "
-        f"for {args.duration:g} s, one call in flight each (closed loop), in turn: `get_agent_run`, "
+        f"for {args.duration:g} s, one call in flight each: back to back (*all they can*, a closed loop), or "
+        "at an offered rate, the tenants spread evenly, each calling every tenants/rate seconds (a late call "
+        "goes at once). The calls, in turn: `get_agent_run`, "
         "`get_agent_run_logs` (20 entries), `get_agent_run` (another run), `list_agent_runs` (its own user, 5). "
         "Each tenant names only its own two runs and its own user.",
         "- **calls/s**: successful calls that ended within the window. **p50 / p99**: per call, at the client. "
         "With every tenant calling back to back the servers are saturated, so latency is mostly queueing "
-        "(Little's law: mean latency = tenants / rate); *added* is this row's minus the one-replica (for the "
-        "load-balanced rows) or the bare-server row of the same era.",
+        "(Little's law: mean latency = tenants / rate); at an offered rate well below what the servers can do, "
+        "it is the cost of a call itself. *added* is this row's minus the one-replica (for the load-balanced "
+        "rows) or the bare-server row of the same era and offered rate.",
         "- **foreign token**: requests that reached the sandbox under another token than that of the tenant whose "
         "run (in the path) or user (in the query) they named, of all such requests (the sandbox's request log "
         "pairs a hash of the token with the path). **foreign answers**: successful calls whose answer was about "
@@ -225,18 +235,19 @@ def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load
         "- **CPU per call**: CPU time in the window of the server processes together (HAProxy not included) and "
         "of the load process, over the calls of the window. **RSS**: each server process after its rows (peak "
         "in brackets).", "",
-        "| target | era | calls/s | p50 / p99 | added vs 1 replica | added vs bare SDK | errors | upstream "
-        "requests (429) | foreign token | foreign answers | CPU per call: servers, load | RSS MiB per process "
-        "(peak) | load avg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| target | era | offered calls/s | calls/s | p50 / p99 | added vs 1 replica | added vs bare SDK | errors "
+        "| upstream requests (429) | foreign token | foreign answers | CPU per call: servers, load "
+        "| RSS MiB per process (peak) | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        versus_replica = _added(row, by.get(("replica", row.mode))) if row.target == "lb" else "—"
-        versus_bare = _added(row, by.get(("bare", row.mode))) if row.target != "bare" else "—"
+        versus_replica = _added(row, by.get(("replica", row.mode, row.offered))) if row.target == "lb" else "—"
+        versus_bare = _added(row, by.get(("bare", row.mode, row.offered))) if row.target != "bare" else "—"
         memory = ", ".join(f"{rss:.0f} ({peak:.0f})" for rss, peak in row.memory_mib)
         foreign = f"{row.tokens.foreign:,} of {row.tokens.attributed:,}"
         lines.append(
-            f"| {label(row.target, args.replicas)} | {ERAS[row.mode]} | {row.load.rate:.0f} "
+            f"| {label(row.target, args.replicas)} | {ERAS[row.mode]} | {_offered(row)} "
+            f"| {row.load.rate:.0f} "
             f"| {_ms(row.p50)} / {_ms(row.p99)} ms | {versus_replica} | {versus_bare} "
             f"| {row.load.error_count + row.load.connect_failures:,} | {row.upstream:,} ({row.upstream_429}) "
             f"| {foreign} | {row.load.foreign_results} | {_per_call(row.load.server_cpu, row)}, "
@@ -257,16 +268,18 @@ def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load
         if row.redis_fallbacks:
             reasons = ", ".join(f"{reason} ×{count}" for reason, count in row.redis_fallbacks.items())
             notes.append(f"replicas logged 'Redis is unreachable' and paced locally for a while: {reasons}")
-        lines.append(f"- {label(row.target, args.replicas)}, {ERAS[row.mode]}: {'; '.join(notes)}.")
-    ratios = [f"{ERAS[mode]}: {lb} {_ratio(by.get(('lb', mode)), by.get(('replica', mode)))} of one replica's "
-              f"rate, one replica {_ratio(by.get(('replica', mode)), by.get(('bare', mode)))} of the bare SDK "
-              "server's" for mode in dict.fromkeys(row.mode for row in rows)]
+        lines.append(f"- {label(row.target, args.replicas)}, {ERAS[row.mode]}, offered "
+                     f"{_offered(row)}: {'; '.join(notes)}.")
+    ratios = [f"{ERAS[mode]}: {lb} {_ratio(by.get(('lb', mode, 0)), by.get(('replica', mode, 0)))} of one "
+              f"replica's rate, one replica {_ratio(by.get(('replica', mode, 0)), by.get(('bare', mode, 0)))} of "
+              "the bare SDK server's" for mode in dict.fromkeys(row.mode for row in rows)]
     lines += ["", "### Reading the numbers", "",
               f"- Rates: {'; '.join(ratios)}.",
               f"- On {os.cpu_count()} cores the replicas cannot add capacity: {args.replicas} server processes, "
               "HAProxy, the sandbox and the load process share them (with other work), so the load-balanced rows "
               "show what the extra hop and the extra processes cost, not what replicas on their own cores would "
-              "serve. What the rows compare fairly is the CPU per call.",
+              "serve. What the rows compare fairly is the CPU per call, and the latency at an offered rate the cores "
+              "can serve.",
               "- Each replica checks each token once (`GET /v1/users/me`) and, for tenants without "
               "`X-Organization-Id`, finds its organisation once, so behind a round-robin balancer every tenant "
               "costs each replica those requests: they are the upstream requests that name no tenant's run."]
@@ -300,12 +313,18 @@ def main(argv: list[str] | None = None) -> int:
                              "one token from the environment for everybody, tenants' headers ignored")
     parser.add_argument("--targets", default=",".join(TARGETS), help=f"from {', '.join(TARGETS)}")
     parser.add_argument("--modes", default=",".join(MODES), help="client modes: auto (2026-07-28), legacy")
+    parser.add_argument("--rates", default="0",
+                        help="calls a second all tenants offer together, comma-separated; 0: each tenant calls back "
+                             "to back (default: %(default)s)")
     parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
     args = parser.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
     modes = [m for m in args.modes.split(",") if m]
+    rates = [float(r) for r in args.rates.split(",") if r]
     if set(targets) - set(TARGETS) or set(modes) - set(MODES):
         parser.error("unknown target or mode")
+    if any(not 0 <= rate <= 10_000 for rate in rates):
+        parser.error("rates 0-10000 calls a second")
     if not 1 <= args.tenants <= 1000 or not 1 <= args.replicas <= 8 or not 0 < args.duration <= 600:
         parser.error("tenants 1-1000, replicas 1-8, duration up to 600 s")
     if shutil.which("redis-server") is None or not Path(HAPROXY).exists():
@@ -327,11 +346,12 @@ def main(argv: list[str] | None = None) -> int:
         env = server_env(sandbox, redis_url, args.auth, tokens[0])
         for target in targets:
             with serving(target, args.replicas, env, args.auth) as served:
-                for mode in modes:
+                for mode, offered in itertools.product(modes, rates):
                     started = time.monotonic()
-                    row = measure(target, mode, served, bench)
+                    row = measure(target, mode, offered, served, bench)
                     rows.append(row)
-                    print(f"{target} {ERAS[mode]}: {row.load.rate:.1f} calls/s, p50 {row.p50 * 1000:.0f} ms, "
+                    print(f"{target} {ERAS[mode]} offered {offered or 'all'}: {row.load.rate:.1f} calls/s, "
+                          f"p50 {row.p50 * 1000:.0f} ms, "
                           f"p99 {row.p99 * 1000:.0f} ms, errors {row.load.errors or 0} "
                           f"{row.load.error_samples[:2] or ''}, 429 {row.upstream_429}, "
                           f"foreign token {row.tokens.foreign}/{row.tokens.attributed}, "
