@@ -1,13 +1,15 @@
 """Remote-mode benchmark: many tenants through a load balancer to several replicas sharing pacing through Redis.
 
-    .venv/bin/python benchmarks/remote.py [--duration 30] [--tenants 200] [--auth request] [--write docs/benchmarks.md]
+    .venv/bin/python benchmarks/remote.py [--duration 30] [--tenants 200] [--rates 0,40] [--auth request]
+                                          [--targets lb,replica,bare] [--modes auto,legacy] [--write docs/benchmarks.md]
 
 One sandbox with a token per tenant, one redis-server, and per target: 3 replica processes of our server behind
 HAProxy (round robin per request, no stickiness), one replica alone, or the SDK's bare server alone
 (benchmarks/bare_server.py). A separate load process runs the tenants, each an SDK `Client` over Streamable HTTP
-with its own token, calling read tools on its own runs only, in each protocol era. The sandbox's request log then
-says whether every request reached the service under the token of the tenant whose run it named, and how many
-answers were 429. Loopback only; everything it starts it stops, on error too.
+with its own token, calling read tools on its own runs only, in each protocol era. The sandbox runs in a thread of
+this process; its request log (what `GET /_sandbox/requests` serves) then says whether every request reached the
+service under the token of the tenant whose run it named, and how many answers were 429. Loopback only;
+everything it starts it stops, on error too, and its processes die with it even when it is killed outright.
 """
 
 from __future__ import annotations
