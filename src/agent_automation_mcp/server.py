@@ -96,6 +96,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
 
     async def _handle_list_tools(self, ctx: ServerRequestContext[ServerState],
                                  params: PaginatedRequestParams | None) -> ListToolsResult:
+        # The SDK's handler, with the request's context, which `list_tools` does not get: listing may be narrowed.
         offered = self._offered_to(getattr(ctx.request, "headers", None))
         return ListToolsResult(tools=[tool for tool in await self.list_tools() if tool.name in offered])
 

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -54,13 +55,15 @@ class HttpServer:
         self.host = host
         self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.url = f"{self.origin}/mcp"
+        # A file, not a pipe: a pipe nobody reads fills up and blocks the server. Closed by `stop`.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http", "--host", host,
-             "--port", str(self.port), *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             "--port", str(self.port), *args], env=dict(env), stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the HTTP server exited: {self.process.stderr.read().decode()}")  # type: ignore[union-attr]
+                raise RuntimeError(f"the HTTP server exited: {self.stop()}")
             try:
                 with socket.create_connection((host, self.port), timeout=0.2):
                     return
@@ -70,13 +73,16 @@ class HttpServer:
         raise RuntimeError("the HTTP server did not start listening within 20 s")
 
     def stop(self) -> str:
+        """Stop the server (SIGTERM) and return what it wrote on stderr."""
         self.process.terminate()
         try:
-            _, err = self.process.communicate(timeout=30)
+            self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            _, err = self.process.communicate()
-        return err.decode()
+            self.process.wait()
+        with self._stderr:
+            self._stderr.seek(0)
+            return self._stderr.read().decode()
 
 
 def tenant_client(url: str, mode: str = "auto", **headers: str) -> Client:

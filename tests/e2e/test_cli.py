@@ -43,6 +43,11 @@ def test_sandbox_flag_says_so_on_stderr() -> None:
     (["--transport", "http", "--port", "99999"], {}, "from 1 to 65535"),
     ([], {"AGENT_AUTOMATION_TIMEOUT": "abc"}, "AGENT_AUTOMATION_TIMEOUT must be a number"),
     ([], {"AGENT_AUTOMATION_MAX_REPLICAS": "0"}, "AGENT_AUTOMATION_MAX_REPLICAS must be an integer >= 1"),
+    (["--auth", "request"], {}, "--auth request reads each HTTP request's token: it needs --transport http"),
+    ([], {"AGENT_AUTOMATION_AUTH": "token"}, "the auth mode must be request or env"),
+    (["--transport", "http", "--allowed-host", "a b:x"], {}, "an allowed host is a name or name:port"),
+    (["--transport", "http", "--allowed-origin", "example.com"], {}, "an allowed origin is scheme://name"),
+    (["--transport", "http", "--max-body-bytes", "0"], {}, "a whole number >= 1"),
 ])
 def test_bad_settings_exit_with_a_message(args: list[str], env: dict[str, str], message: str) -> None:
     done = subprocess.run([*COMMAND, *args], env=clean_env(**env), capture_output=True, text=True, timeout=30,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -44,11 +45,10 @@ def remote_env(sandbox: SandboxServer, **values: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def remote(sandbox: SandboxServer) -> Iterator[HttpServer]:
-    server = HttpServer(remote_env(sandbox), "--auth", "request", "--log-level", "INFO", "--log-format", "json")
+    server = HttpServer(remote_env(sandbox), "--auth", "request", "--log-level", "DEBUG")
     yield server
     stderr = server.stop()
     assert all(token not in stderr for token in (ALICE, BOB, CAROL))
-    assert '"event": "tool_call"' in stderr and f'"tenant": "{Credentials(ALICE).token_key[:12]}"' in stderr
 
 
 def post(url: str, **headers: str) -> httpx2.Response:
@@ -210,6 +210,22 @@ async def test_metrics_count_calls_by_tool_and_outcome_and_name_no_tenant(remote
     assert samples[("agent_automation_redis_up", ())] == 0
     for secret in (ALICE, Credentials(ALICE).token_key[:12], "org"):
         assert secret not in text.replace("organisation", "")
+
+
+@pytest.mark.anyio
+async def test_json_logs_one_object_per_line_with_the_tenant_hash_not_the_token(sandbox: SandboxServer) -> None:
+    server = HttpServer(remote_env(sandbox), "--auth", "request", "--log-level", "INFO", "--log-format", "json")
+    try:
+        async with tenant_client(server.url, authorization=f"Bearer {ALICE}") as client:
+            await client.call_tool("get_agent_run", {"agent_run_id": 987654})
+    finally:
+        stderr = server.stop()
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    calls = [line for line in lines if line.get("event") == "tool_call"]
+    assert all({"time", "level", "event"} <= set(line) for line in lines)
+    assert calls and calls[0]["tool"] == "get_agent_run" and calls[0]["outcome"] == "not_found"
+    assert calls[0]["tenant"] == Credentials(ALICE).token_key[:12] and calls[0]["duration"] >= 0
+    assert ALICE not in stderr
 
 
 def test_health_and_readiness(remote: HttpServer) -> None:
