@@ -183,3 +183,21 @@ async def test_sends_made_while_cut_off_are_merged_into_a_redis_that_kept_its_lo
     stamps = [int(s) for s in await inspect.lrange(f"aamcp:{{{key}}}:standard", 0, -1)]
     assert len(stamps) >= 8 and stamps == sorted(stamps, reverse=True)  # merged in time order, newest first
     await replica.aclose()
+
+
+async def test_many_tenants_at_once_wait_for_a_connection_rather_than_leave_redis(redis_server: RedisServer) -> None:
+    """More calls in flight than the pool has connections (200 tenants on one replica) stay shared."""
+    ledger = RedisLedger(redis_server.url, {"standard": RateLimit(60, 30.0)}, margin=MARGIN, max_replicas=4)
+    waits: list[float] = []
+
+    async def tenant() -> None:
+        waits.append(await ledger.charge(token(), ["standard"], bulk=False))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(128):  # past redis-py's default pool of 100 and four times ours
+                tg.start_soon(tenant)
+        assert not ledger.degraded
+        assert waits == [0.0] * 128
+    finally:
+        await ledger.aclose()

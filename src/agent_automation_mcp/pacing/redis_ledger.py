@@ -19,7 +19,7 @@ from importlib.resources import files
 from typing import Final, Literal
 
 import anyio
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as BrokenConnection
@@ -32,6 +32,8 @@ from .memory import MemoryLedger
 logger = logging.getLogger(__name__)
 
 REDIS_TIMEOUT: Final = 0.25  # seconds; a stalled Redis must not stall every request
+REDIS_CONNECTIONS: Final = 32  # per replica; more calls at once wait for a connection
+REDIS_POOL_WAIT: Final = 1.0  # seconds a call waits for a free connection before Redis counts as unreachable
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried again
 KEY_PREFIX: Final = "aamcp"
 _US: Final = 1_000_000
@@ -69,8 +71,12 @@ class RedisLedger:
         self.max_replicas = max_replicas
         # One retry, on a broken connection only: a pooled connection from before a Redis restart fails once,
         # and must not send this replica back to local pacing; a stalled Redis (timeouts) is not waited for twice.
-        self._redis = Redis.from_url(url, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT,
-                                     retry=Retry(NoBackoff(), 1, supported_errors=(BrokenConnection,)))
+        # A blocking pool: past REDIS_CONNECTIONS calls at once wait their turn (a script takes well under a
+        # millisecond) instead of failing, which would send the replica to local pacing under a burst of tenants.
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT, socket_timeout=REDIS_TIMEOUT,
+            socket_connect_timeout=REDIS_TIMEOUT, retry=Retry(NoBackoff(), 1, supported_errors=(BrokenConnection,)))
+        self._redis = Redis.from_pool(pool)
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._penalise = self._redis.register_script(_PENALISE)
         self._carry = self._redis.register_script(_CARRY)
