@@ -201,3 +201,25 @@ async def test_many_tenants_at_once_wait_for_a_connection_rather_than_leave_redi
         assert waits == [0.0] * 128
     finally:
         await ledger.aclose()
+
+
+async def test_one_replica_carries_its_sends_back_once_however_many_calls_find_redis_back(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls that find Redis due again while another is still carrying the sends made meanwhile stay local."""
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.0)  # Redis is tried again at once: every call finds it due
+    ledger = RedisLedger(own_redis_server.url, {"standard": RateLimit(1000, 30.0)}, margin=MARGIN, max_replicas=4)
+    tokens = [token() for _ in range(40)]
+    try:
+        own_redis_server.stop()
+        for key in tokens:  # the first loses Redis; all are charged locally and wait to be carried
+            assert await ledger.charge(key, ["standard"], bulk=False) == 0.0
+        own_redis_server.start()
+        async def charge(key: str) -> None:
+            await ledger.charge(key, ["standard"], bulk=False)
+
+        async with anyio.create_task_group() as tg:
+            for key in tokens:
+                tg.start_soon(charge, key)
+        assert not await ledger.estimate(tokens[0], ["standard"], bulk=False, ahead=0)
+    finally:
+        await ledger.aclose()

@@ -33,7 +33,9 @@ logger = logging.getLogger(__name__)
 
 REDIS_TIMEOUT: Final = 0.25  # seconds; a stalled Redis must not stall every request
 REDIS_CONNECTIONS: Final = 32  # per replica; more calls at once wait for a connection
-REDIS_POOL_WAIT: Final = 1.0  # seconds a call waits for a free connection before Redis counts as unreachable
+# Seconds a call waits for a free connection before Redis counts as unreachable. Longer than a busy event loop's
+# lag (a stalled Redis is found by REDIS_TIMEOUT on the connections in use, not by this wait).
+REDIS_POOL_WAIT: Final = 5.0
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried again
 KEY_PREFIX: Final = "aamcp"
 _US: Final = 1_000_000
@@ -83,6 +85,7 @@ class RedisLedger:
         self._retry_redis_at: float | None = None  # set while Redis is unreachable
         self._rejoined_until: float | None = None  # set while pacing at the share after Redis came back
         self._unshared: dict[str, dict[str, list[float]]] = {}  # token -> bucket -> sends Redis has not seen
+        self._carrying = False  # a call is handing Redis those sends
         self._rejoining = anyio.Lock()
 
     @property
@@ -211,14 +214,16 @@ class RedisLedger:
         as well until every replica's sends are surely in Redis or out of every window."""
         now = time.monotonic()
         if self._retry_redis_at is not None:
-            if now < self._retry_redis_at:
+            if now < self._retry_redis_at or self._carrying:
                 return "local"
-            self._retry_redis_at = now + RETRY_REDIS_AFTER  # one attempt at a time; the others stay local
+            self._carrying = True  # one attempt at a time, however long it takes; the others stay local
             try:
                 await self._carry_unshared()
             except _UNREACHABLE as exc:
                 self._lost(exc)
                 return "local"
+            finally:
+                self._carrying = False
             self._retry_redis_at = None
             grace = max(limit.window for limit in self.limits.values()) + self.margin + RETRY_REDIS_AFTER
             self._rejoined_until = now + grace
