@@ -46,13 +46,13 @@ def operation_routes(state: SandboxState) -> list[Route]:
     assert not missing, f"operations without a sandbox endpoint: {sorted(missing)}"
     routes = [Route(path, _endpoint(op, ENDPOINTS[op.name], state), methods=[op.method], name=f"{op.name}:{path}")
               for op in OPERATIONS.values() for path in served_paths(op, state.config.logs_paths)]
-    return sorted(routes, key=_literals_first)
+    return in_matching_order(routes)
 
 
-def _literals_first(route: Route) -> list[tuple[bool, str]]:
+def in_matching_order(routes: list[Route]) -> list[Route]:
     """A literal segment is tried before a path parameter in the same place (`repos/check-suite-settings` before
     `repos/{repo_id}`), whatever order the table lists them in: the first route that matches serves."""
-    return [(part.startswith("{"), part) for part in route.path.split("/")]
+    return sorted(routes, key=lambda route: [(part.startswith("{"), part) for part in route.path.split("/")])
 
 
 def served_paths(op: Operation, logs_paths: LogsPaths) -> list[str]:
