@@ -15,17 +15,10 @@ from typing import Final
 from . import __version__
 from .api.limits import parse_rate_limits
 from .api.settings import ApiSettings, parse_org_id
-from .config import (
-    AUTH_MODES,
-    TOOLSETS,
-    RemoteSettings,
-    ServerSettings,
-    parse_auth,
-    parse_list,
-    parse_toolsets,
-)
+from .config import AUTH_MODES, RemoteSettings, ServerSettings, parse_auth, parse_list
 from .logs import formatter
 from .remote.hosts import bracketed, is_loopback, is_wildcard
+from .tools.registry import OPT_IN_TOOLSETS, TOOLSETS, parse_toolsets, toolsets_help
 
 PROG: Final = "agent-automation-mcp"
 COMMANDS: Final = ("serve", "sandbox", "demo")
@@ -98,7 +91,8 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sandbox", action="store_true",
                         help="start the local simulator in-process and use it instead of the real service")
     parser.add_argument("--toolsets", help=f"comma-separated, from: {', '.join(TOOLSETS)}, all, default "
-                                           "(default: all but oauth and webhooks; env AGENT_AUTOMATION_TOOLSETS)")
+                                           f"(default: all but {' and '.join(OPT_IN_TOOLSETS)}; "
+                                           "env AGENT_AUTOMATION_TOOLSETS); each is listed below")
     parser.add_argument("--read-only", action="store_true", default=None,
                         help="offer only read-only tools (env AGENT_AUTOMATION_READ_ONLY)")
     parser.add_argument("--max-field-chars", type=int,
@@ -118,10 +112,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="stderr log lines: text (default) or json, one object per line")
     parser = argparse.ArgumentParser(
         prog=PROG, description="MCP server for the Agent Automation Service (Codegen's API).",
-        epilog="Without a command, `serve` runs. The API token comes from AGENT_AUTOMATION_API_TOKEN.")
+        epilog="Without a command, `serve` runs; `serve --help` lists its flags and the toolsets. The API token "
+               "comes from AGENT_AUTOMATION_API_TOKEN.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="{serve,sandbox,demo}")
-    serve = commands.add_parser("serve", parents=[common], help="run the MCP server (the default)")
+    serve = commands.add_parser("serve", parents=[common], help="run the MCP server (the default)",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=f"toolsets:\n{toolsets_help()}")
     _add_server_arguments(serve)
     sandbox = commands.add_parser("sandbox", parents=[common], help="run the local simulator of the service")
     if command == "sandbox":

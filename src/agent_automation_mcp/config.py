@@ -5,23 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
 
-from .api.settings import first_set, number_setting
-
-TRUE_WORDS: Final = ("1", "true", "yes", "on")
-FALSE_WORDS: Final = ("0", "false", "no", "off")
-
-
-def parse_flag(name: str, value: str) -> bool:
-    """A boolean that fails closed: a value that is not clearly true or false is refused, so a typo in a safety
-    switch (`AGENT_AUTOMATION_READ_ONLY=y`) cannot silently leave it off."""
-    if value.lower() in TRUE_WORDS:
-        return True
-    if value.lower() in FALSE_WORDS:
-        return False
-    raise ValueError(f"{name} must be one of {', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), "
-                     f"got {value[:40]!r}")
+from .api.settings import first_set, number_setting, parse_flag
+from .tools.registry import DEFAULT_TOOLSETS, parse_toolsets
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -29,26 +15,8 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     return default if value is None else parse_flag(name, value)
 
 
-# The MCP server's toolsets, in listing order. `oauth` and `webhooks` change account-wide state, so they are opt-in.
-TOOLSETS = ("runs", "logs", "checks", "pulls", "settings", "org", "setup", "oauth", "webhooks")
-DEFAULT_TOOLSETS = tuple(t for t in TOOLSETS if t not in {"oauth", "webhooks"})
 DEFAULT_MAX_FIELD_CHARS = 1500
 MIN_FIELD_CHARS = 100
-
-
-def parse_toolsets(value: str | None) -> tuple[str, ...]:
-    """`runs,logs` → those toolsets; `all` and `default` are keywords; empty → the default ones."""
-    if value is None or not value.strip():
-        return DEFAULT_TOOLSETS
-    chosen: list[str] = []
-    for item in (part.strip().lower() for part in value.split(",")):
-        names = TOOLSETS if item == "all" else DEFAULT_TOOLSETS if item == "default" else (item,) if item else ()
-        for name in names:
-            if name not in TOOLSETS:
-                raise ValueError(f"unknown toolset {name!r}; known: {', '.join(TOOLSETS)} (or all, default)")
-            if name not in chosen:
-                chosen.append(name)
-    return tuple(t for t in TOOLSETS if t in chosen)
 
 
 @dataclass(frozen=True, slots=True)

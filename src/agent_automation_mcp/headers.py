@@ -1,4 +1,5 @@
-"""What an HTTP request's headers say about its caller: the bearer token, the organisation, and narrowing.
+"""What an HTTP request's headers say about its caller: the bearer token, the organisation, and the names of
+the headers that narrow what it is offered (read by `tools.registry.narrowed`).
 
 Read in two places with the same functions: the HTTP gate (to answer 400/401 before any tool runs) and
 the tool call (to act for that caller), so the two can never disagree.
@@ -6,13 +7,10 @@ the tool call (to act for that caller), so the two can never disagree.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Final
 
 from .api.settings import parse_org_id
-from .config import ServerSettings, parse_flag, parse_toolsets
 
 AUTHORIZATION: Final = "authorization"
 ORGANIZATION: Final = "x-organization-id"
@@ -42,29 +40,3 @@ def organization_id(headers: Mapping[str, str] | None) -> int | None:
     except ValueError:
         raise HeaderError(f"X-Organization-Id must be a positive integer (an organisation id), got {value[:40]!r}") \
             from None
-
-
-def narrowed(settings: ServerSettings, headers: Mapping[str, str] | None) -> ServerSettings:
-    """The operator's toolsets and read-only ceiling, narrowed (never widened) by `X-MCP-Toolsets` and
-    `X-MCP-Readonly`."""
-    if not headers:
-        return settings
-    return _narrowed(settings, headers.get(TOOLSETS_HEADER, "").strip(), headers.get(READONLY_HEADER, "").strip())
-
-
-@lru_cache(maxsize=256)  # a handful of distinct header values in practice; bounded whatever callers send
-def _narrowed(settings: ServerSettings, toolsets: str, read_only: str) -> ServerSettings:
-    if toolsets:
-        try:
-            asked = parse_toolsets(toolsets)
-        except ValueError as exc:
-            raise HeaderError(f"X-MCP-Toolsets: {exc}") from None
-        settings = dataclasses.replace(settings, toolsets=tuple(t for t in settings.toolsets if t in asked))
-    if read_only:
-        try:
-            narrowed = parse_flag("X-MCP-Readonly", read_only)
-        except ValueError as exc:
-            raise HeaderError(str(exc)) from None
-        if narrowed:
-            settings = dataclasses.replace(settings, read_only=True)
-    return settings

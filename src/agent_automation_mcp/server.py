@@ -24,11 +24,12 @@ from .api.observer import TransportObserver
 from .api.settings import ApiSettings
 from .api.transport import ApiTransport
 from .config import DEFAULT_TENANT_CALLS, ServerSettings
-from .headers import HeaderError, narrowed
+from .headers import HeaderError
 from .pacing import create_pacer
 from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
+from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
-from .tools.registry import ToolSpec, select_tools
+from .tools.registry import narrowed, select_tools
 
 logger = logging.getLogger(__name__)
 

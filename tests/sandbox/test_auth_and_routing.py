@@ -6,9 +6,13 @@ import hashlib
 
 import httpx2
 import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match, Route
 
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.sandbox import SandboxServer
+from agent_automation_mcp.sandbox.routes import in_matching_order
 
 from .conftest import MakeSandbox, client_for, org_path
 
@@ -103,3 +107,22 @@ def test_the_request_log_names_tokens_only_by_hash(api: httpx2.Client, sandbox: 
     [record] = log.json()
     assert record["token_hash"] == hashlib.sha256(sandbox.token.encode()).hexdigest()[:16]
     assert (record["operation"], record["status"], record["method"]) == ("get_current_user", 200, "GET")
+
+
+def test_a_literal_segment_is_matched_before_a_path_parameter_whatever_the_tables_order() -> None:
+    """A new `GET .../repos/{repo_id}` listed first must not swallow `.../repos/check-suite-settings`."""
+
+    async def endpoint(request: Request) -> Response:
+        raise AssertionError("never called")
+
+    table_order = [Route("/v1/organizations/{org_id}/repos/{repo_id}", endpoint, name="get_repository"),
+                   Route("/v1/organizations/{org_id}/repos/check-suite-settings", endpoint,
+                         name="get_check_suite_settings")]
+    ordered = in_matching_order(table_order)
+
+    def served_by(path: str) -> str:  # Starlette's rule: the first route that fully matches serves
+        scope = {"type": "http", "method": "GET", "path": path, "root_path": ""}
+        return next(route.name for route in ordered if route.matches(scope)[0] == Match.FULL)
+
+    assert served_by("/v1/organizations/1/repos/check-suite-settings") == "get_check_suite_settings"
+    assert served_by("/v1/organizations/1/repos/201") == "get_repository"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agent_automation_mcp.sandbox import SandboxConfig, create_app, views
-from agent_automation_mcp.sandbox import world as world_module
+from agent_automation_mcp.sandbox import SandboxConfig, create_app, ids, views
 from agent_automation_mcp.sandbox.world import World
 
 from .conftest import MakeSandbox, client_for, org_path
@@ -41,24 +40,24 @@ def test_another_seed_changes_the_content_but_not_the_ids() -> None:
 def test_the_documented_facts_hold_for_any_seed() -> None:
     for seed in (0, 1, 99):
         world = world_of(seed)
-        demo = world.users[world_module.DEMO_USER_ID]
+        demo = world.users[ids.DEMO_USER_ID]
         assert world.token_users["sandbox-demo-token"] == demo.id
-        assert demo.id in world.repos[world_module.WRITABLE_REPO_ID].writer_ids
-        assert demo.id not in world.repos[world_module.READ_ONLY_REPO_ID].writer_ids
-        assert world.repos[world_module.ARCHIVED_REPO_ID].archived
-        assert world.prs[world_module.READ_ONLY_PR_ID].repo_id == world_module.READ_ONLY_REPO_ID
-        assert world.prs[world_module.MERGED_PR_ID].merged
-        assert world.prs[world_module.URL_BANNED_PR_ID].url_ban
-        assert world.prs[world_module.PARENT_RUN_BANNED_PR_ID].parent_run_ban == world_module.PARENT_RUN_BANNED_RUN_ID
-        assert world.prs[world_module.DRAFT_PR_ID].state == "draft"
-        assert world.runs[world_module.RUN_WITH_PR_ID].pull_request_ids == [world_module.PR_ID]
-        assert world.runs[world_module.ERROR_RUN_ID].status == "ERROR"
-        assert world.runs[world_module.STOPPED_RUN_ID].status == "STOPPED"
-        assert world.runs[world_module.RUN_WITHOUT_PR_ID].pull_request_ids == []
-        assert len(world.runs[world_module.LONG_RUN_ID].logs) == 250
-        assert world.sandboxes[world_module.SANDBOX_WITH_LOGS].has_logs
-        assert not world.sandboxes[world_module.SANDBOX_WITHOUT_LOGS].has_logs
-        assert max(world.runs) < world_module.FIRST_NEW_RUN_ID and max(world.prs) < world_module.FIRST_NEW_PR_ID
+        assert demo.id in world.repos[ids.WRITABLE_REPO_ID].writer_ids
+        assert demo.id not in world.repos[ids.READ_ONLY_REPO_ID].writer_ids
+        assert world.repos[ids.ARCHIVED_REPO_ID].archived
+        assert world.prs[ids.READ_ONLY_PR_ID].repo_id == ids.READ_ONLY_REPO_ID
+        assert world.prs[ids.MERGED_PR_ID].merged
+        assert world.prs[ids.URL_BANNED_PR_ID].url_ban
+        assert world.prs[ids.PARENT_RUN_BANNED_PR_ID].parent_run_ban == ids.PARENT_RUN_BANNED_RUN_ID
+        assert world.prs[ids.DRAFT_PR_ID].state == "draft"
+        assert world.runs[ids.RUN_WITH_PR_ID].pull_request_ids == [ids.PR_ID]
+        assert world.runs[ids.ERROR_RUN_ID].status == "ERROR"
+        assert world.runs[ids.STOPPED_RUN_ID].status == "STOPPED"
+        assert world.runs[ids.RUN_WITHOUT_PR_ID].pull_request_ids == []
+        assert len(world.runs[ids.LONG_RUN_ID].logs) == 250
+        assert world.sandboxes[ids.SANDBOX_WITH_LOGS].has_logs
+        assert not world.sandboxes[ids.SANDBOX_WITHOUT_LOGS].has_logs
+        assert max(world.runs) < ids.FIRST_NEW_RUN_ID and max(world.prs) < ids.FIRST_NEW_PR_ID
 
 
 def test_new_runs_get_the_same_trace_and_outcome(make_sandbox: MakeSandbox) -> None:

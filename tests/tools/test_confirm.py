@@ -13,10 +13,10 @@ from mcp.types import ElicitRequestParams, ElicitResult
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.config import TOOLSETS, ServerSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tools.registry import all_tools
+from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
 MODES: Final = ("auto", "legacy")  # 2026-07-28 (input-required rounds) and 2025-11-25 (a request mid-call)
 LIMITS: Final = "standard=10000/1s,pr_edit=10000/1s"

@@ -11,10 +11,10 @@ from mcp import Client, MCPError
 from agent_automation_mcp.api.client import AgentAutomationClient
 from agent_automation_mcp.api.errors import ConfigurationError, NotFoundError, RateLimitError, ValidationFailedError
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.config import TOOLSETS, ServerSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.errors import error_result
-from agent_automation_mcp.tools.registry import all_tools
+from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
 SECRET = "tok-never-shown-0123456789"
 

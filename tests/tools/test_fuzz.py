@@ -15,10 +15,10 @@ from mcp import Client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.config import TOOLSETS, ServerSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tools.registry import all_tools
+from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
 LIMITS: Final = ",".join(f"{bucket}=100000/1s" for bucket in (
     "standard", "agent_creation", "setup_commands", "log_analysis", "logs", "pr_edit", "webhook_test"))

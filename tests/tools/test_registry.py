@@ -14,9 +14,15 @@ from mcp import Client, MCPError
 
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.config import DEFAULT_TOOLSETS, TOOLSETS, ServerSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server, compact_schema, instructions
-from agent_automation_mcp.tools.registry import OPERATIONS_WITHOUT_TOOL, all_tools, select_tools
+from agent_automation_mcp.tools.registry import (
+    DEFAULT_TOOLSETS,
+    OPERATIONS_WITHOUT_TOOL,
+    TOOLSETS,
+    all_tools,
+    select_tools,
+)
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 BUDGET_TOKENS = 5000

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from agent_automation_mcp.config import DEFAULT_TOOLSETS, TOOLSETS, ServerSettings, parse_toolsets
+from agent_automation_mcp.cli import build_parser
+from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.tools.registry import DEFAULT_TOOLSETS, TOOLSETS, TOOLSETS_DECLARED, parse_toolsets
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -44,3 +49,15 @@ def test_a_read_only_value_that_is_neither_true_nor_false_refuses_to_start(value
     """Fails closed: an unknown word must not leave every write tool on offer without a word."""
     with pytest.raises(ValueError, match=rf"AGENT_AUTOMATION_READ_ONLY must be one of 1, true, yes, on .*'{value}'"):
         ServerSettings.from_env({"AGENT_AUTOMATION_READ_ONLY": value})
+
+
+def test_help_and_readme_describe_each_toolset_as_declared(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--help` and the README's toolset table say what each toolset's declaration says, in listing order."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| (yes|no \(opt-in\)) \| (.+) \|$", readme, re.M)
+    assert rows == [(t.name, "yes" if t.default else "no (opt-in)", t.about) for t in TOOLSETS_DECLARED]
+    with pytest.raises(SystemExit):
+        build_parser("serve").parse_args(["serve", "--help"])
+    listed = capsys.readouterr().out.split("toolsets:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in listed] == list(TOOLSETS)
+    assert all(t.about in line for t, line in zip(TOOLSETS_DECLARED, listed, strict=True))

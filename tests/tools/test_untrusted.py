@@ -10,9 +10,10 @@ import pytest
 from mcp import Client
 
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.config import TOOLSETS, ServerSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools.registry import TOOLSETS
 from agent_automation_mcp.tools.results import MAX_RESULT_CHARS, fit_page, ok
 from agent_automation_mcp.tools.runs import Run, RunList
 

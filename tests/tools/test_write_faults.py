@@ -16,11 +16,11 @@ from mcp import Client
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.config import TOOLSETS, ServerSettings
+from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import Faults, SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.state import RequestRecord
 from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tools.registry import all_tools
+from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
 LIMITS: Final = "standard=10000/1s,agent_creation=10000/1s,setup_commands=10000/1s,log_analysis=10000/1s," \
                 "pr_edit=10000/1s,webhook_test=10000/1s"

@@ -10,7 +10,7 @@ import os
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .limits import RateLimit, parse_rate_limits
 from .operations import parse_bucket_map
@@ -24,6 +24,21 @@ def first_set(env: Mapping[str, str], *names: str) -> str | None:
         if value:
             return value
     return None
+
+
+TRUE_WORDS: Final = ("1", "true", "yes", "on")
+FALSE_WORDS: Final = ("0", "false", "no", "off")
+
+
+def parse_flag(name: str, value: str) -> bool:
+    """A boolean that fails closed: a value that is not clearly true or false is refused, so a typo in a safety
+    switch (`AGENT_AUTOMATION_READ_ONLY=y`) cannot silently leave it off."""
+    if value.lower() in TRUE_WORDS:
+        return True
+    if value.lower() in FALSE_WORDS:
+        return False
+    raise ValueError(f"{name} must be one of {', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), "
+                     f"got {value[:40]!r}")
 
 
 def number_setting(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float, *,

@@ -14,8 +14,9 @@ from typing import Any, Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..headers import HeaderError, bearer_token, narrowed, organization_id
+from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
+from ..tools.registry import narrowed
 from .hosts import HostPolicy
 from .verdicts import TokenVerdicts
 

@@ -10,8 +10,9 @@ from pydantic import BaseModel
 
 from ..api.operations import Operation
 from .config import SandboxConfig
+from .entities import Organization, User
 from .state import SandboxState
-from .world import Organization, User, World
+from .world import World
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,6 @@ class Call:
 class Endpoint:
     """How one operation is served: its handler and the models its query string and body must fit."""
 
-    handle: Callable[[Call], Any]  # returns a JSON value (200) or raises ApiError
+    handle: Callable[[Call], Any]  # returns a JSON value (200) or raises a `ServiceRefusal`
     query: type[BaseModel] | None = None
     body: type[BaseModel] | None = None

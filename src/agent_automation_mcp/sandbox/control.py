@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from http import HTTPStatus
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,7 +53,7 @@ def control_routes(state: SandboxState) -> list[Route]:
         try:
             new = faults_from_json(json.loads(await request.body() or b"{}"))
         except ValueError as exc:  # also bad JSON
-            return detail_error(400, str(exc))
+            return detail_error(HTTPStatus.BAD_REQUEST, str(exc))
         for name in ("latency", *FAULT_RATES, "throttle_retry_after", "operations"):
             setattr(state.faults, name, getattr(new, name))  # in place: holders of `state.faults` see the change
         return JSONResponse(faults_to_json(state.faults))
@@ -65,13 +66,13 @@ def control_routes(state: SandboxState) -> list[Route]:
         try:
             spec = FixtureRun.model_validate_json(await request.body() or b"{}")
         except ValidationError as exc:
-            return JSONResponse({"detail": validation_items(exc, "body")}, status_code=422)
+            return JSONResponse({"detail": validation_items(exc, "body")}, status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
         world, config = state.world, state.config
         org_id = spec.org_id if spec.org_id is not None else config.org_id
         pull_request = world.pr_in_org(org_id, spec.pull_request_id) if spec.pull_request_id is not None else None
         if (org_id not in world.orgs or (spec.repo_id is not None and world.repo_in_org(org_id, spec.repo_id) is None)
                 or (spec.pull_request_id is not None and pull_request is None)):
-            return detail_error(404, "unknown organisation, repository or pull request")
+            return detail_error(HTTPStatus.NOT_FOUND, "unknown organisation, repository or pull request")
         user_id = spec.user_id if spec.user_id is not None else world.token_users[config.token]
         now = state.tick()
         run = world.add_fixture_run(org_id=org_id, user_id=user_id, repo_id=spec.repo_id, prompt=spec.prompt,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from http import HTTPStatus
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
@@ -12,17 +13,42 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 
-class ApiError(Exception):
-    """Raised by a handler to answer with a plain error `{message, status_code}`."""
+class ServiceRefusal(Exception):
+    """The service's plain error `{message, status_code}`. Handlers raise one of the named cases below; the
+    client's `ApiError` hierarchy is what the other side makes of them."""
 
-    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+    status: ClassVar[HTTPStatus]
+
+    def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.status = status
         self.message = message
-        self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
-        return plain_error(self.status, self.message, self.headers)
+        return plain_error(self.status, self.message)
+
+
+class CannotDo(ServiceRefusal):
+    """A well-formed request the service will not act on: an archived repository, a sandbox without logs."""
+
+    status = HTTPStatus.BAD_REQUEST
+
+
+class QuotaReached(ServiceRefusal):
+    """The organisation's plan allows no more agent runs."""
+
+    status = HTTPStatus.PAYMENT_REQUIRED
+
+
+class Forbidden(ServiceRefusal):
+    """The token's user may not see this organisation, or may not write to this repository."""
+
+    status = HTTPStatus.FORBIDDEN
+
+
+class NotFound(ServiceRefusal):
+    """No such run, user, repository, pull request or sandbox in this organisation."""
+
+    status = HTTPStatus.NOT_FOUND
 
 
 class RequestInvalid(Exception):
@@ -33,10 +59,10 @@ class RequestInvalid(Exception):
         self.errors = errors
 
     def response(self) -> JSONResponse:
-        return JSONResponse({"detail": self.errors}, status_code=422)
+        return JSONResponse({"detail": self.errors}, status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
 
 
-def plain_error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+def plain_error(status: HTTPStatus, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"message": message, "status_code": status}, status_code=status, headers=headers)
 
 

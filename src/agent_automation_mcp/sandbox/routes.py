@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from http import HTTPStatus
 from typing import Any
 
 import anyio
@@ -19,7 +20,16 @@ from starlette.routing import Route
 from ..api.operations import OPERATIONS, Operation
 from .call import Call, Endpoint
 from .config import LogsPaths
-from .errors import ApiError, RequestInvalid, detail_error, invalid_json, missing_body, plain_error, validation_items
+from .errors import (
+    Forbidden,
+    RequestInvalid,
+    ServiceRefusal,
+    detail_error,
+    invalid_json,
+    missing_body,
+    plain_error,
+    validation_items,
+)
 from .faults import choose_fault, malformed
 from .handlers import ENDPOINTS
 from .state import SandboxState, token_hash
@@ -34,8 +44,15 @@ _PATH_ID = TypeAdapter(int)
 def operation_routes(state: SandboxState) -> list[Route]:
     missing = set(OPERATIONS) - set(ENDPOINTS)
     assert not missing, f"operations without a sandbox endpoint: {sorted(missing)}"
-    return [Route(path, _endpoint(op, ENDPOINTS[op.name], state), methods=[op.method], name=f"{op.name}:{path}")
-            for op in OPERATIONS.values() for path in served_paths(op, state.config.logs_paths)]
+    routes = [Route(path, _endpoint(op, ENDPOINTS[op.name], state), methods=[op.method], name=f"{op.name}:{path}")
+              for op in OPERATIONS.values() for path in served_paths(op, state.config.logs_paths)]
+    return in_matching_order(routes)
+
+
+def in_matching_order(routes: list[Route]) -> list[Route]:
+    """A literal segment is tried before a path parameter in the same place (`repos/check-suite-settings` before
+    `repos/{repo_id}`), whatever order the table lists them in: the first route that matches serves."""
+    return sorted(routes, key=lambda route: [(part.startswith("{"), part) for part in route.path.split("/")])
 
 
 def served_paths(op: Operation, logs_paths: LogsPaths) -> list[str]:
@@ -62,11 +79,11 @@ def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
         token = bearer_token(request.headers.get("authorization"))
         user = state.world.user_for_token(token) if token else None
         if user is None:
-            return detail_error(401, "Invalid or missing API token", {"WWW-Authenticate": "Bearer"})
+            return detail_error(HTTPStatus.UNAUTHORIZED, "Invalid or missing API token", {"WWW-Authenticate": "Bearer"})
         rejection = state.limiter.admit(token_hash(token) or "", op.buckets, time.monotonic())
         if rejection is not None:
             headers = {"Retry-After": str(max(1, _ceil(rejection.retry_after)))} if state.config.retry_after else None
-            return plain_error(429, rejection.message, headers)
+            return plain_error(HTTPStatus.TOO_MANY_REQUESTS, rejection.message, headers)
 
         faults = state.faults
         if faults.latency and faults.applies_to(op.name):
@@ -74,30 +91,31 @@ def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
         fault = choose_fault(faults, op.name, state.fault_rng)
         request.scope[FAULT_KEY] = fault
         if fault == "error":
-            return plain_error(500, "Internal server error (sandbox fault)")
+            return plain_error(HTTPStatus.INTERNAL_SERVER_ERROR, "Internal server error (sandbox fault)")
         if fault == "throttle":
             after = faults.throttle_retry_after
-            return plain_error(429, "Rate limit exceeded (sandbox fault). Please try again later.",
+            return plain_error(HTTPStatus.TOO_MANY_REQUESTS,
+                               "Rate limit exceeded (sandbox fault). Please try again later.",
                                None if after is None else {"Retry-After": str(after if after % 1 else int(after))})
         if fault == "redirect":
-            return Response(status_code=307, headers={"Location": f"https://moved.invalid{request.url.path}"})
+            return Response(status_code=HTTPStatus.TEMPORARY_REDIRECT, headers={"Location": f"https://moved.invalid{request.url.path}"})
 
         try:
             path, query, raw_body, body = await _read(request, op, endpoint)
             org_id = path.get("org_id", getattr(query, "org_id", None))
             if org_id is not None and not state.world.can_access(user, org_id):
-                raise ApiError(403, NO_ORG_ACCESS)
+                raise Forbidden(NO_ORG_ACCESS)
             now = state.tick()
             result = endpoint.handle(Call(state, op, user, path, query, body, raw_body, now, time.time()))
             response = result if isinstance(result, Response) else JSONResponse(result)
-        except (ApiError, RequestInvalid) as exc:
+        except (ServiceRefusal, RequestInvalid) as exc:
             response = exc.response()
 
-        if fault == "malformed" and response.status_code == 200:
+        if fault == "malformed" and response.status_code == HTTPStatus.OK:
             response.body = malformed(response.body)
             response.headers["content-length"] = str(len(response.body))
-        elif fault == "empty" and response.status_code == 200:
-            response = Response(status_code=202)
+        elif fault == "empty" and response.status_code == HTTPStatus.OK:
+            response = Response(status_code=HTTPStatus.ACCEPTED)
         elif fault == "drop":
             request.scope[DROP_KEY] = True  # the request took effect; its answer is lost (see recorder.py)
         return response

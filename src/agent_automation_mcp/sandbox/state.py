@@ -10,7 +10,8 @@ from typing import Any
 
 from .config import Faults, SandboxConfig
 from .ratelimit import RateLimiter
-from .world import World, build_world
+from .seed import build_world
+from .world import World
 
 
 def token_hash(token: str | None) -> str | None:

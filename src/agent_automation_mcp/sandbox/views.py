@@ -6,8 +6,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from .entities import CheckSuiteSettings, Organization, PullRequest, Repository, User
 from .lifecycle import Run
-from .world import CheckSuiteSettings, Organization, PullRequest, Repository, User, World
+from .world import World
 
 T = TypeVar("T")
 Json = dict[str, Any]

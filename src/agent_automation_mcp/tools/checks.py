@@ -10,10 +10,10 @@ from mcp.types import CallToolResult
 from ..api.params import Id
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
-from .registry import Toolset
+from .declarations import Toolset
 from .results import Output, ok
 
-toolset = Toolset("checks")
+toolset = Toolset("checks", "Stop or restart CI-check processing for a run's pull request, or take the agent off it.")
 
 
 class ChecksChange(Output):

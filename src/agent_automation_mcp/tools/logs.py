@@ -16,10 +16,10 @@ from ..api.errors import ApiError
 from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
-from .registry import Toolset
+from .declarations import Toolset
 from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, label, ok, trim_text
 
-toolset = Toolset("logs")
+toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed.")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries

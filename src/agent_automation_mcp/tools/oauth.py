@@ -11,10 +11,11 @@ from ..api.errors import InvalidRequestError
 from ..api.params import Provider
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
-from .registry import Toolset
+from .declarations import Toolset
 from .results import Output, Timestamp, label, ok, reported
 
-toolset = Toolset("oauth")
+toolset = Toolset("oauth", "See and revoke the user's OAuth connections to other services (account-wide).",
+                  default=False)
 
 
 class OAuthConnection(Output):

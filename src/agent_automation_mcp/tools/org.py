@@ -11,10 +11,10 @@ from pydantic import Field
 from ..api.models import Models
 from ..api.params import Id
 from .callers import client_for
-from .registry import Toolset
+from .declarations import Toolset
 from .results import Output, PageLimit, PageSkip, fit_page, label, ok
 
-toolset = Toolset("org")
+toolset = Toolset("org", "Organisations, users, repositories, integrations and models: the ids other tools take.")
 
 
 class Organization(Output):

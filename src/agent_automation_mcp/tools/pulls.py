@@ -15,10 +15,10 @@ from ..api.models import github_pull_request
 from ..api.params import Id, PullRequestState
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
-from .registry import Toolset
+from .declarations import Toolset
 from .results import Output, label, ok
 
-toolset = Toolset("pulls")
+toolset = Toolset("pulls", "Open, close, draft or ready a pull request an agent run made.")
 
 MAX_RUNS_SEARCHED: Final = 500  # a pr_url is looked up among the pull requests of the newest runs
 PAGE_SIZE: Final = 100

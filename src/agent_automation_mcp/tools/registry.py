@@ -1,23 +1,33 @@
-"""Toolsets, and the one place the toolset and read-only filters are applied.
+"""The toolsets in listing order, and the one place the toolset and read-only filters are applied.
 
-Each toolset module declares its tools next to their handlers with `Toolset.tool(...)`. A tool names
-the operations of the table it may send; its annotations are derived from those entries, never
-written by hand. `select_tools` decides what a server offers; the server registers exactly that,
-so the same choice holds when tools are listed and when they are called.
+Each toolset is declared once, at the top of its own module (`tools/<name>.py`); the names, the default
+choice, `--help` and the README's list are all derived from `TOOLSETS` below. `select_tools` decides what
+a server offers, and `narrowed` what one HTTP request may see of it; the server registers exactly that, so
+the same choice holds when tools are listed and when they are called.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import dataclasses
+from collections.abc import Mapping
+from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
-from mcp.types import ToolAnnotations
+from ..api.settings import parse_flag
+from ..headers import READONLY_HEADER, TOOLSETS_HEADER, HeaderError
+from . import checks, logs, oauth, org, pulls, runs, settings, setup, webhooks
+from .declarations import KEYWORDS, Toolset, ToolSpec
 
-from ..api.operations import OPERATIONS
-from ..config import TOOLSETS, ServerSettings
+if TYPE_CHECKING:  # config reads the names below to parse its settings
+    from ..config import ServerSettings
+
+# The MCP server's toolsets, in listing order.
+TOOLSETS_DECLARED: Final[tuple[Toolset, ...]] = tuple(
+    module.toolset for module in (runs, logs, checks, pulls, settings, org, setup, oauth, webhooks))
+TOOLSETS: Final = tuple(toolset.name for toolset in TOOLSETS_DECLARED)
+DEFAULT_TOOLSETS: Final = tuple(toolset.name for toolset in TOOLSETS_DECLARED if toolset.default)
+OPT_IN_TOOLSETS: Final = tuple(name for name in TOOLSETS if name not in DEFAULT_TOOLSETS)
 
 # Operations of the table that no tool sends, and why (the coverage test holds every other one to a tool).
 OPERATIONS_WITHOUT_TOOL: Final = MappingProxyType({
@@ -28,72 +38,60 @@ OPERATIONS_WITHOUT_TOOL: Final = MappingProxyType({
 })
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    name: str
-    toolset: str
-    title: str
-    operations: tuple[str, ...]
-    handler: Callable[..., Any] = field(repr=False)
-
-    def __post_init__(self) -> None:
-        unknown = [op for op in self.operations if op not in OPERATIONS]
-        if not self.operations or unknown:
-            raise ValueError(f"tool {self.name}: operations must name entries of the table, got {unknown or 'none'}")
-
-    @property
-    def description(self) -> str:
-        return inspect.cleandoc(self.handler.__doc__ or "")
-
-    @property
-    def read_only(self) -> bool:
-        return all(OPERATIONS[op].read_only for op in self.operations)
-
-    @property
-    def destructive(self) -> bool:
-        return any(OPERATIONS[op].destructive for op in self.operations)
-
-    @property
-    def idempotent(self) -> bool:
-        return all(OPERATIONS[op].idempotent for op in self.operations)
-
-    @property
-    def annotations(self) -> ToolAnnotations:
-        # destructiveHint and idempotentHint only mean something for tools that write.
-        return ToolAnnotations(
-            read_only_hint=self.read_only,
-            destructive_hint=None if self.read_only else self.destructive,
-            idempotent_hint=None if self.read_only else self.idempotent,
-            open_world_hint=True,
-        )
+def parse_toolsets(value: str | None) -> tuple[str, ...]:
+    """`runs,logs` → those toolsets; `all` and `default` are keywords; empty → the default ones."""
+    if value is None or not value.strip():
+        return DEFAULT_TOOLSETS
+    chosen: list[str] = []
+    for item in (part.strip().lower() for part in value.split(",")):
+        names = TOOLSETS if item == "all" else DEFAULT_TOOLSETS if item == "default" else (item,) if item else ()
+        for name in names:
+            if name not in TOOLSETS:
+                raise ValueError(f"unknown toolset {name!r}; known: {', '.join(TOOLSETS)} (or {', '.join(KEYWORDS)})")
+            if name not in chosen:
+                chosen.append(name)
+    return tuple(t for t in TOOLSETS if t in chosen)
 
 
-class Toolset:
-    """The tools of one toolset, in the order they are declared."""
-
-    def __init__(self, name: str) -> None:
-        if name not in TOOLSETS:
-            raise ValueError(f"unknown toolset {name!r}")
-        self.name = name
-        self.tools: list[ToolSpec] = []
-
-    def tool(self, title: str, *operations: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-            self.tools.append(ToolSpec(handler.__name__, self.name, title, operations, handler))
-            return handler
-
-        return register
+def toolsets_help() -> str:
+    """One line per toolset, as `--help` shows them."""
+    width = max(len(name) for name in TOOLSETS)
+    return "\n".join(f"  {t.name:<{width}}  {t.about}{'' if t.default else ' (opt-in)'}" for t in TOOLSETS_DECLARED)
 
 
 def all_tools() -> list[ToolSpec]:
     """Every tool of every toolset, in toolset order."""
-    from . import checks, logs, oauth, org, pulls, runs, settings, setup, webhooks
-
-    modules = {m.toolset.name: m.toolset for m in (runs, logs, checks, pulls, settings, org, setup, oauth, webhooks)}
-    return [spec for name in TOOLSETS for spec in modules[name].tools]
+    return [spec for toolset in TOOLSETS_DECLARED for spec in toolset.tools]
 
 
 def select_tools(settings: ServerSettings) -> list[ToolSpec]:
     """The toolset filter and the read-only ceiling, applied once for both listing and calling."""
     return [spec for spec in all_tools()
             if spec.toolset in settings.toolsets and (spec.read_only or not settings.read_only)]
+
+
+def narrowed(settings: ServerSettings, headers: Mapping[str, str] | None) -> ServerSettings:
+    """The operator's toolsets and read-only ceiling, narrowed (never widened) by `X-MCP-Toolsets` and
+    `X-MCP-Readonly`. Read by the HTTP gate (to answer 400 before any tool runs) and by the server (to list
+    and call), so the two can never disagree."""
+    if not headers:
+        return settings
+    return _narrowed(settings, headers.get(TOOLSETS_HEADER, "").strip(), headers.get(READONLY_HEADER, "").strip())
+
+
+@lru_cache(maxsize=256)  # a handful of distinct header values in practice; bounded whatever callers send
+def _narrowed(settings: ServerSettings, toolsets: str, read_only: str) -> ServerSettings:
+    if toolsets:
+        try:
+            asked = parse_toolsets(toolsets)
+        except ValueError as exc:
+            raise HeaderError(f"X-MCP-Toolsets: {exc}") from None
+        settings = dataclasses.replace(settings, toolsets=tuple(t for t in settings.toolsets if t in asked))
+    if read_only:
+        try:
+            narrowed = parse_flag("X-MCP-Readonly", read_only)
+        except ValueError as exc:
+            raise HeaderError(str(exc)) from None
+        if narrowed:
+            settings = dataclasses.replace(settings, read_only=True)
+    return settings

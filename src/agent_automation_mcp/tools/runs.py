@@ -15,10 +15,10 @@ from ..api.errors import ApiError
 from ..api.models import AgentRun, LogPage, PullRequest, github_pull_request
 from ..api.params import MAX_METADATA_CHARS, STRICT_INT, AgentType, Id, Images, Metadata, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
-from .registry import Toolset
+from .declarations import Toolset
 from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, label, next_skip, ok, trim_text
 
-toolset = Toolset("runs")
+toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
 
 WEB_APP_URL: Final = "https://codegen.com"
 MAX_WAIT_SECONDS: Final = 50

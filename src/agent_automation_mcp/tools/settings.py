@@ -11,10 +11,10 @@ from pydantic import Field
 from ..api.models import CheckSuiteSettings
 from ..api.params import CheckLists, CheckPrompts, CheckRetryCount, CheckRetryCounts, Id
 from .callers import client_for
-from .registry import Toolset
+from .declarations import Toolset
 from .results import Output, ok
 
-toolset = Toolset("settings")
+toolset = Toolset("settings", "Read and change a repository's check-suite settings.")
 
 RepoId = Annotated[Id, Field(description="Repository id; see list_repositories.")]
 

@@ -11,10 +11,10 @@ from pydantic import Field
 from ..api.models import LogAnalysis, SetupCommands
 from ..api.params import Id, Prompt
 from .callers import client_for
-from .registry import Toolset
+from .declarations import Toolset
 from .results import label, ok
 
-toolset = Toolset("setup")
+toolset = Toolset("setup", "Runs that work out a repository's setup commands or explain a sandbox's setup logs.")
 
 
 @toolset.tool("Generate setup commands", "generate_setup_commands")

@@ -12,10 +12,11 @@ from ..api.models import WebhookConfig
 from ..api.params import WebhookSecret, WebhookUrl
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
-from .registry import Toolset
+from .declarations import Toolset
 from .results import Output, ok, reported
 
-toolset = Toolset("webhooks")
+toolset = Toolset("webhooks", "Read, set, delete and test the organisation's agent-run completion webhook.",
+                  default=False)
 
 
 class WebhookChange(Output):

@@ -6,8 +6,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..call import Call, Endpoint
+from ..entities import OAuthToken, Webhook
 from ..inputs import OrgQuery, RevokeQuery, WebhookConfigRequest, WebhookTestRequest
-from ..world import OAuthToken, Webhook
 
 
 def _tokens(call: Call, org_id: int, provider: str | None = None) -> list[OAuthToken]:

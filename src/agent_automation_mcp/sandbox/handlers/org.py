@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import views
 from ..call import Call, Endpoint
-from ..errors import ApiError
+from ..errors import NotFound
 from ..inputs import Paging
 
 _MODELS = {
@@ -49,7 +49,7 @@ def list_users(call: Call) -> Any:
 def get_user(call: Call) -> Any:
     user_id = call.path["user_id"]
     if user_id not in call.org.member_ids:
-        raise ApiError(404, f"User {user_id} not found")
+        raise NotFound(f"User {user_id} not found")
     return views.user(call.world.users[user_id])
 
 

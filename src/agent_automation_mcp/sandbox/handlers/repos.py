@@ -6,9 +6,9 @@ from typing import Any
 
 from .. import views
 from ..call import Call, Endpoint
-from ..errors import ApiError
+from ..entities import AVAILABLE_CHECKS, Repository
+from ..errors import Forbidden, NotFound
 from ..inputs import CheckSuiteSettingsRequest, EditPRInput, RepoQuery
-from ..world import AVAILABLE_CHECKS, Repository
 
 
 def edit_pull_request_simple(call: Call) -> Any:
@@ -23,10 +23,10 @@ def _edit(call: Call, repo_id: int | None) -> Any:
     pr_id = call.path["pr_id"]
     pr = call.world.pr_in_org(call.org.id, pr_id)
     if pr is None or (repo_id is not None and pr.repo_id != repo_id):
-        raise ApiError(404, f"Pull request {pr_id} not found")
+        raise NotFound(f"Pull request {pr_id} not found")
     repo = call.world.repos[pr.repo_id]
     if call.user.id not in repo.writer_ids:
-        raise ApiError(403, f"You do not have write permission on the repository {repo.full_name}")
+        raise Forbidden(f"You do not have write permission on the repository {repo.full_name}")
     body: EditPRInput = call.body
     if pr.merged:
         return {"success": False, "url": pr.url, "number": pr.number, "title": pr.title, "state": "merged",
@@ -39,7 +39,7 @@ def _repo(call: Call) -> Repository:
     repo_id = call.query.repo_id
     repo = call.world.repo_in_org(call.org.id, repo_id)
     if repo is None:
-        raise ApiError(404, f"Repository {repo_id} not found")
+        raise NotFound(f"Repository {repo_id} not found")
     return repo
 
 

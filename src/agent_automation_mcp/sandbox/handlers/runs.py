@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import views
 from ..call import Call, Endpoint
-from ..errors import ApiError
+from ..errors import CannotDo, NotFound, QuotaReached
 from ..inputs import (
     CreateAgentRunInput,
     GenerateSetupCommandsInput,
@@ -26,7 +26,7 @@ NO_REPOS_MESSAGE = "No repos found in the organization. Please add some repos an
 def _run(call: Call, run_id: int) -> Run:
     run = call.world.run_in_org(call.org.id, run_id)
     if run is None:
-        raise ApiError(404, f"Agent run {run_id} not found")
+        raise NotFound(f"Agent run {run_id} not found")
     return run
 
 
@@ -40,15 +40,15 @@ def create_agent_run(call: Call) -> Any:
     body: CreateAgentRunInput = call.body
     org = call.org
     if call.world.created_runs.get(org.id, 0) >= call.config.max_runs:
-        raise ApiError(402, PLAN_QUOTA_MESSAGE)
+        raise QuotaReached(PLAN_QUOTA_MESSAGE)
     if body.repo_id is not None:
         repo = call.world.repo_in_org(org.id, body.repo_id)
         if repo is None:
-            raise ApiError(404, f"Repository {body.repo_id} not found in organization {org.id}")
+            raise NotFound(f"Repository {body.repo_id} not found in organization {org.id}")
     else:  # the organisation's default repository
         repo = next((r for r in call.world.org_repos(org.id) if not r.archived), None)
         if repo is None:
-            raise ApiError(404, NO_REPOS_MESSAGE)
+            raise NotFound(NO_REPOS_MESSAGE)
     run = _start(call, repo_id=repo.id, prompt=body.prompt, source_type="API", metadata=body.metadata,
                  model=body.model)
     run.images = list(body.images or [])
@@ -111,9 +111,9 @@ def generate_setup_commands(call: Call) -> Any:
     body: GenerateSetupCommandsInput = call.body
     repo = call.world.repo_in_org(call.org.id, body.repo_id)
     if repo is None:
-        raise ApiError(404, f"Repository {body.repo_id} not found")
+        raise NotFound(f"Repository {body.repo_id} not found")
     if repo.archived:
-        raise ApiError(400, f"Repository {repo.full_name} is archived")
+        raise CannotDo(f"Repository {repo.full_name} is archived")
     run = _start(call, repo_id=repo.id, prompt=body.prompt or f"Generate setup commands for {repo.full_name}",
                  source_type="SETUP_COMMANDS", metadata={"trigger_source": body.trigger_source})
     return {"agent_run_id": run.id, "status": run.status, "url": run.web_url}
@@ -123,9 +123,9 @@ def analyze_sandbox_logs(call: Call) -> Any:
     sandbox_id = call.path["sandbox_id"]
     sandbox = call.world.sandboxes.get(sandbox_id)
     if sandbox is None or sandbox.organization_id != call.org.id:
-        raise ApiError(404, f"Sandbox {sandbox_id} not found")
+        raise NotFound(f"Sandbox {sandbox_id} not found")
     if not sandbox.has_logs:
-        raise ApiError(400, f"No logs available for sandbox {sandbox_id}")
+        raise CannotDo(f"No logs available for sandbox {sandbox_id}")
     run = _start(call, repo_id=None, prompt=f"Analyze the logs of sandbox {sandbox_id}", source_type="API",
                  metadata={"sandbox_id": sandbox_id})
     return {"agent_run_id": run.id, "status": run.status,
