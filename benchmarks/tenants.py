@@ -16,14 +16,11 @@ import httpx2
 from http_load import Call, Tenant
 
 from agent_automation_mcp.sandbox import SandboxServer
+from agent_automation_mcp.sandbox.ids import token_user_id
 from agent_automation_mcp.sandbox.state import RequestRecord, token_hash
 
 ORG_ID = 1
-# The sandbox gives its tokens the users 101, 102, ... in order, and its seeded members the users 111-116, who own
-# some seeded runs (sandbox/world.py): tokens that would get those ids are placeholders no tenant uses. The first
-# token is no tenant's either: the other seeded runs belong to its user, and in env-auth mode the replicas use it.
-FIRST_TOKEN_USER_ID = 101
-SEEDED_MEMBER_IDS = range(111, 117)
+# The first token is no tenant's: the seeded runs belong to its user, and in env-auth mode the replicas use it.
 
 
 @dataclass(frozen=True)
@@ -38,12 +35,8 @@ def lay_out_tokens(tenants: int) -> tuple[tuple[str, ...], dict[str, int]]:
     tokens = [f"replicas-{secrets.token_hex(12)}"]
     users: dict[str, int] = {}
     while len(users) < tenants:
-        user_id = FIRST_TOKEN_USER_ID + len(tokens)
         token = f"tenant-{len(users):03d}-{secrets.token_hex(12)}"
-        if user_id in SEEDED_MEMBER_IDS:
-            token = f"placeholder-{user_id}"
-        else:
-            users[token] = user_id
+        users[token] = token_user_id(len(tokens))  # the sandbox's user of the token at this place
         tokens.append(token)
     return tuple(tokens), users
 

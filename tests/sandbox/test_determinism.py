@@ -77,3 +77,13 @@ def test_new_runs_get_the_same_trace_and_outcome(make_sandbox: MakeSandbox) -> N
                        [[{k: v for k, v in e.items() if k != "created_at"} for e in log] for log in logs]))
     assert traces[0] == traces[1]
     assert {status for _, status, _ in traces[0][0]} <= {"COMPLETE", "ERROR"}
+
+
+def test_every_token_has_a_user_of_its_own_however_many_tokens() -> None:
+    """Past ten tokens the users would meet the seeded members' ids (111..) and take over their runs."""
+    tokens = tuple(f"token-{i}" for i in range(1200))
+    world = create_app(SandboxConfig(tokens=tokens)).state.world
+    users = [world.token_users[token] for token in tokens]
+    assert len(set(users)) == len(tokens)
+    assert all(world.users[user].github_username.startswith("sandbox-") for user in users)
+    assert users[:2] == [ids.DEMO_USER_ID, ids.DEMO_USER_ID + 1]

@@ -2,8 +2,9 @@
 
 Ids are laid out in blocks of 1000 per organisation (index k = 0 for the demo organisation): users
 k*1000+111.., repositories k*1000+201.., pull requests k*1000+301.., runs k*1000+401.., log sandboxes
-k*1000+601... The tokens' users are 101, 102, ... and belong to every visible organisation. New runs get ids from
-10001 and new pull requests from 20001. The seed changes the content (texts, outcomes), never the ids.
+k*1000+601... The tokens' users are 101 to 110 for the first ten tokens and 50001, 50002, ... for any more (so
+they never meet the members' ids), and belong to every visible organisation. New runs get ids from 10001 and new
+pull requests from 20001. The seed changes the content (texts, outcomes), never the ids.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ FIRST_MEMBER_SUFFIX: Final = 111
 FIRST_REPO_SUFFIX: Final = 201
 FIRST_NEW_RUN_ID: Final = 10_001
 FIRST_NEW_PR_ID: Final = 20_001
+TOKEN_USERS_BELOW_MEMBERS: Final = FIRST_MEMBER_SUFFIX - FIRST_TOKEN_USER_ID
+FIRST_FURTHER_TOKEN_USER_ID: Final = 50_001
+
+
+def token_user_id(index: int) -> int:
+    """The user of the sandbox's `index`-th token (0 is the demo user)."""
+    if index < TOKEN_USERS_BELOW_MEMBERS:
+        return FIRST_TOKEN_USER_ID + index
+    return FIRST_FURTHER_TOKEN_USER_ID + index - TOKEN_USERS_BELOW_MEMBERS
 
 # Facts of the demo organisation that tests and demos may rely on (the same for every seed).
 DEMO_USER_ID: Final = FIRST_TOKEN_USER_ID  # the first token's user; further tokens are 102, 103, ...

@@ -100,7 +100,7 @@ def build_world(config: SandboxConfig) -> World:
     rng = random.Random(f"{config.seed}:world")
     token_user_ids = []
     for index, token in enumerate(config.tokens):
-        user = User(ids.FIRST_TOKEN_USER_ID + index, "sandbox-demo" if index == 0 else f"sandbox-user-{index}",
+        user = User(ids.token_user_id(index), "sandbox-demo" if index == 0 else f"sandbox-user-{index}",
                     "Sandbox Demo" if index == 0 else f"Sandbox User {index}", role="ADMIN" if index == 0 else "MEMBER",
                     custom_prompt="Prefer small pull requests." if index == 0 else None)
         world.users[user.id] = user
