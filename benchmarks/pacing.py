@@ -41,6 +41,7 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from report import command_line, publish  # noqa: E402  (benchmarks/, the script's own folder)
+from stats import percentile  # noqa: E402
 from tests.pacing.redis_server import RedisServer  # noqa: E402  (one launcher for the tests and this benchmark)
 
 SCALE = 0.1
@@ -175,12 +176,6 @@ def utilisation(times: list[float], limit: RateLimit, algorithm: str = "sliding-
     admitted = sum(1 for t in times if t < first + windows * limit.window)
     most = limit.count * windows - (algorithm == "sliding-counter") * (windows - 1)
     return admitted / most
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
 def create_run(base_url: str, entries: int) -> int:

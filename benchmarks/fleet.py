@@ -1,0 +1,176 @@
+"""The server side of the HTTP benchmarks: server processes, HAProxy in front of them, and their memory.
+
+Every process is started on a free loopback port with its stderr in a file (a full pipe would stall it under
+load); `stop` ends it (terminate, then kill after a grace period), and the caller stops every one it started
+with an `ExitStack`, on error too. The memory and CPU time of a process are read from /proc.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx2
+
+HAPROXY = "/usr/sbin/haproxy"
+# util-linux's setpriv execs the command (same pid) with SIGTERM due when the process that started it dies,
+# however it dies: no server outlives a benchmark killed outright.
+DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else ()
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (the peak) of a process, in KiB, from /proc."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            values[name] = int(rest.split()[0])
+    return values
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ServerProcess:
+    """A command that serves on `port` of 127.0.0.1; started at once, ready when the port accepts."""
+
+    def __init__(self, name: str, command: Sequence[str], port: int, env: Mapping[str, str] | None = None,
+                 startup_timeout: float = 30.0) -> None:
+        self.name = name
+        self.port = port
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
+        self.process = subprocess.Popen([*DIE_WITH_PARENT, *command], env=dict(env) if env is not None else None,
+                                        stdout=subprocess.DEVNULL, stderr=self._stderr)
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if self.process.poll() is not None:
+                tail = self.stderr_tail()
+                self._stderr.close()
+                raise RuntimeError(f"{name} exited at start: {tail}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"{name} did not listen on port {port} within {startup_timeout:g} s") from None
+                time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def memory_kib(self) -> dict[str, int]:
+        return memory_kib(self.process.pid)
+
+    def stderr_text(self) -> str:
+        """pread: the file offset is shared with the writing process, so reading must not move it."""
+        fd = self._stderr.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        return self.stderr_text()[-chars:]
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        self._stderr.close()
+
+
+def mcp_server(name: str, env: Mapping[str, str], *args: str) -> ServerProcess:
+    """`agent-automation-mcp serve --transport http` on a free port."""
+    port = free_port()
+    return ServerProcess(name, [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
+                                "--port", str(port), *args], port, env)
+
+
+def bare_server(env: Mapping[str, str], base_url: str, org_id: int) -> ServerProcess:
+    """benchmarks/bare_server.py, the SDK's bare server, on a free port."""
+    port = free_port()
+    return ServerProcess("bare server", [sys.executable, str(Path(__file__).with_name("bare_server.py")), "--port",
+                                         str(port), "--base-url", base_url, "--org-id", str(org_id)], port, env)
+
+
+def redis_server() -> ServerProcess:
+    """A private redis-server without persistence."""
+    port = free_port()
+    return ServerProcess("redis-server", [shutil.which("redis-server") or "redis-server", "--port", str(port),
+                                          "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], port)
+
+
+def die_with_parent() -> None:
+    """For a child process the `multiprocessing` way: SIGTERM when its parent dies (Linux; elsewhere nothing)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def haproxy_config(port: int, stats_port: int, backends: Sequence[int], health_path: str | None) -> str:
+    """Round robin per request: HTTP mode balances each request on a kept-alive client connection by itself (no
+    `prefer-last-server`, no stickiness); `http-reuse always` lets any idle server connection carry any request."""
+    check = f"    option httpchk GET {health_path}\n" if health_path else ""
+    servers = "".join(f"    server replica{i} 127.0.0.1:{p}{' check inter 2s' if health_path else ''}\n"
+                      for i, p in enumerate(backends))
+    return (
+        "global\n    maxconn 4000\n\n"
+        "defaults\n    mode http\n    option http-keep-alive\n    timeout connect 5s\n    timeout client 120s\n"
+        "    timeout server 120s\n    timeout http-keep-alive 60s\n\n"
+        f"frontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\n"
+        f"backend replicas\n    balance roundrobin\n    http-reuse always\n{check}{servers}\n"
+        f"frontend stats\n    bind 127.0.0.1:{stats_port}\n    stats enable\n    stats uri /stats\n"
+    )
+
+
+class Haproxy:
+    """HAProxy from its config in a temporary folder, in the foreground (`-db`)."""
+
+    def __init__(self, backends: Sequence[int], health_path: str | None, binary: str = HAPROXY) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="haproxy-")
+        port, self.stats_port = free_port(), free_port()
+        config = Path(self._folder.name) / "haproxy.cfg"
+        config.write_text(haproxy_config(port, self.stats_port, backends, health_path))
+        check = subprocess.run([binary, "-c", "-q", "-f", str(config)], capture_output=True, text=True, timeout=30)
+        if check.returncode != 0:
+            raise RuntimeError(f"haproxy refused its config: {check.stderr or check.stdout}")
+        self.server = ServerProcess("haproxy", [binary, "-db", "-f", str(config)], port)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def responses_per_server(self) -> dict[str, int]:
+        """Responses each replica gave so far, from the stats page: how evenly requests were spread."""
+        text = httpx2.get(f"http://127.0.0.1:{self.stats_port}/stats;csv", timeout=5).text
+        rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
+        return {row["svname"]: sum(int(row[f"hrsp_{k}"] or 0) for k in ("1xx", "2xx", "3xx", "4xx", "5xx", "other"))
+                for row in rows if row["pxname"] == "replicas" and row["svname"] not in ("FRONTEND", "BACKEND")}
+
+    def stop(self) -> None:
+        self.server.stop()
+        self._folder.cleanup()
+
