@@ -1,0 +1,147 @@
+"""Serving cost over HTTP: our server's `tools/call` and `tools/list` rates against the SDK's bare server's.
+
+    .venv/bin/python benchmarks/serving.py [--duration 5] [--concurrency 1,10,50] [--modes auto,legacy]
+                                           [--before SRC] [--write docs/benchmarks.md]
+
+One sandbox (limits far above the load, so pacing never waits), our server (`serve --transport http --auth
+request`), the SDK's bare server (benchmarks/bare_server.py) and, with `--before SRC`, our server again from
+another source tree (e.g. `git archive main src | tar -x -C /tmp/main`), all started in this run. A separate load
+process (benchmarks/http_load.py) runs C tenants, each its own token and SDK `Client`, one call in flight each,
+back to back, in each protocol era: `get_agent_run` on a run of its own, or `tools/list`. The bare server is the
+cost floor: the SDK's own serving and one upstream request, nothing of ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet import ServerProcess, bare_server, mcp_server
+from http_load import ERAS, Call, LoadJob, LoadResult, Method, Tenant, run_load_process
+from report import command_line, publish
+from tenants import ORG_ID, create_fixtures, lay_out_tokens
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from remote import RATE_LIMITS
+
+METHODS: tuple[Method, ...] = ("tools/call", "tools/list")
+TARGETS = {"bare": "bare SDK", "ours": "this server", "before": "before"}
+
+
+@dataclass
+class Row:
+    mode: str
+    method: Method
+    concurrency: int
+    target: str
+    load: LoadResult
+    loadavg: float  # 1-minute load average after the row
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.load.server_cpu / self.load.in_window * 1000 if self.load.in_window else 0.0
+
+
+def start(target: str, env: dict[str, str], before: Path | None) -> ServerProcess:
+    if target == "bare":
+        return bare_server(env, env["AGENT_AUTOMATION_BASE_URL"], ORG_ID, "--our-list")
+    if target == "before":
+        assert before is not None
+        env = env | {"PYTHONPATH": str(before)}  # ahead of the installed package: the other tree's code
+    return mcp_server(TARGETS[target], env, "--auth", "request")
+
+
+def measure(server: ServerProcess, target: str, mode: str, method: Method, tenants: list[Tenant],
+            duration: float, warmup: int) -> Row:
+    job = LoadJob(f"{server.url}/mcp", mode, tuple(tenants), duration, warmup, server_pids=(server.process.pid,),
+                  secrets=tuple(t.headers["Authorization"] for t in tenants))
+    load = run_load_process(job)
+    return Row(mode, method, len(tenants), target, load, os.getloadavg()[0])
+
+
+def render(rows: list[Row], targets: list[str], command: str, machine_load: float, duration: float) -> str:
+    by = {(r.mode, r.method, r.concurrency, r.target): r for r in rows}
+    ours = [t for t in targets if t != "bare"]
+    head = ["era", "method", "concurrency", "bare SDK calls/s (CPU per call)"]
+    head += [f"{TARGETS[t]} calls/s (CPU per call)" for t in ours] + [f"{TARGETS[t]} / bare" for t in ours]
+    lines = [
+        "## Serving cost over HTTP", "",
+        f"Produced by `{command}` on loopback, {os.cpu_count()} cores shared with other work (1-minute load average "
+        f"{machine_load:.1f} at the start; after each row in the last column). Each server is one process; the load "
+        f"is a separate process of C tenants (own token, own SDK `Client`, one call in flight each, back to back) "
+        f"that make a few unrecorded calls and then call for {duration:g} s: `tools/call` is `get_agent_run` on a "
+        "run of the tenant's own, `tools/list` the whole list, past the client's cache (both servers list the same 19 "
+        "definitions: the bare server answers with ours, built once at its start, through the SDK's own "
+        "handler). **calls/s**: calls that ended in the window; **CPU per call**: the server "
+        "process's CPU time in the window over those calls. The bare SDK server (`benchmarks/bare_server.py`) "
+        "forwards the call and returns the service's JSON: no pacing, token check, typed models or error shape.",
+        "", "| " + " | ".join([*head, "errors", "load avg"]) + " |", "|" + "---|" * (len(head) + 2)]
+    keys = dict.fromkeys((r.mode, r.method, r.concurrency) for r in rows)
+    for mode, method, concurrency in keys:
+        cells = [ERAS[mode], f"`{method}`", str(concurrency)]
+        base = by.get((mode, method, concurrency, "bare"))
+        found = [by.get((mode, method, concurrency, t)) for t in targets]
+        for row in found:
+            cells.append(f"{row.load.rate:.0f} ({row.cpu_ms:.1f} ms)" if row else "—")
+        for target in ours:
+            row = by.get((mode, method, concurrency, target))
+            cells.append(f"{row.load.rate / base.load.rate:.2f}×" if row and base and base.load.rate else "—")
+        errors = sum(r.load.error_count + r.load.connect_failures for r in found if r)
+        loads = " / ".join(f"{r.loadavg:.1f}" for r in found if r)
+        lines.append("| " + " | ".join([*cells, str(errors), loads]) + " |")
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds of load per row")
+    parser.add_argument("--warmup-calls", type=int, default=3, help="unrecorded calls per tenant before each row")
+    parser.add_argument("--concurrency", default="1,10,50", help="tenants calling at once, comma-separated")
+    parser.add_argument("--modes", default=",".join(ERAS), help="client modes: auto (2026-07-28), legacy")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--before", type=Path, help="a source tree (its src/) of our server to measure as well")
+    parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",") if c]
+    modes = [m for m in args.modes.split(",") if m]
+    methods = [m for m in args.methods.split(",") if m]
+    if not all(1 <= c <= 200 for c in levels) or set(modes) - set(ERAS) or set(methods) - set(METHODS) \
+            or not 0 < args.duration <= 120:
+        parser.error("concurrency 1-200, modes auto/legacy, methods tools/call,tools/list, duration up to 120 s")
+    targets = ["bare", "ours", *(["before"] if args.before else [])]
+    machine_load = os.getloadavg()[0]
+    tokens, users = lay_out_tokens(max(levels))
+    config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=15, org_id=ORG_ID)
+    rows: list[Row] = []
+    with ExitStack() as stack:
+        sandbox = stack.enter_context(SandboxServer(config))
+        fixtures = create_fixtures(sandbox, users)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
+        env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS}
+        servers = {}
+        for target in targets:
+            servers[target] = start(target, env, args.before)
+            stack.callback(servers[target].stop)
+        for mode, method, concurrency, target in itertools.product(modes, methods, levels, targets):
+            tenants = [Tenant({"Authorization": f"Bearer {f.token}", "X-Organization-Id": str(ORG_ID)},
+                              (Call(method, "get_agent_run", {"agent_run_id": f.run_ids[0]})
+                               if method == "tools/call" else Call(method),))
+                       for f in fixtures[:concurrency]]
+            sandbox.state.limiter.reset()
+            row = measure(servers[target], target, mode, method, tenants, args.duration, args.warmup_calls)
+            rows.append(row)
+            print(f"{ERAS[mode]} {method} c={concurrency} {target}: {row.load.rate:.0f}/s, {row.cpu_ms:.1f} ms CPU, "
+                  f"errors {row.load.errors or 0} {row.load.error_samples[:1] or ''}, load {row.loadavg:.1f}",
+                  flush=True)
+    publish(render(rows, targets, command_line("serving.py", argv), machine_load, args.duration), args.write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
