@@ -96,6 +96,21 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
         errors = sum(r.load.error_count + r.load.connect_failures for r in found if r)
         loads = " / ".join(f"{r.loadavg:.1f}" for r in found if r)
         lines.append("| " + " | ".join([*cells, str(errors), loads]) + " |")
+    lines += ["", "### Reading the numbers", ""]
+    for target in ours:
+        for method in dict.fromkeys(r.method for r in rows):
+            pairs = [(r, by.get((r.mode, method, r.concurrency, "bare"))) for r in rows
+                     if r.target == target and r.method == method]
+            rates = [r.load.rate / b.load.rate for r, b in pairs if b and b.load.rate]
+            cpu = [r.cpu_ms / b.cpu_ms for r, b in pairs if b and b.cpu_ms]
+            if rates and cpu:
+                lines.append(f"- {TARGETS[target]}, `{method}`: {min(rates):.2f}× to {max(rates):.2f}× the bare SDK "
+                             f"server's rate; CPU per call {min(cpu):.2f}× to {max(cpu):.2f}× its.")
+    lines += [
+        "- On 2 shared cores the load process (an SDK `Client` per tenant, parsing every answer) is often the "
+        "bottleneck, and other work shifts the rates from row to row: the CPU per call of each server process is "
+        "the steadier comparison.",
+    ]
     return "\n".join([*lines, ""])
 
 
