@@ -77,6 +77,22 @@ def render(rows: dict[str, dict[str, int]], command: str) -> str:
         lines.append(f"| {name} | {row['list']:,} chars ≈ {row['list'] // 4:,} tokens | {row['output_schemas']:,} "
                      f"chars | {row['text'] / 4 / row['entries']:.1f} ({row['text'] // 4:,} tokens for "
                      f"{row['entries']}) | {row['structured'] / 4 / row['entries']:.1f} |")
+    lines += [
+        "", "### Reading the numbers", "",
+        "- `tools/list`: a definition used once is written where it is used, and below the top an object's "
+        "`type: object` goes where its `properties` say it; every schema still describes exactly what it did "
+        "(the SDK's `Client` checks every result of the test suite against them). A client that honours the cache "
+        "hints (`ttlMs` one hour) does not fetch it again within the hour.",
+        "- Results other than traces keep their JSON text after the summary: several hosts pass a model only the "
+        "content blocks, and the protocol asks for it for clients that ignore structured content. It is cheap "
+        "to make: in a py-spy profile of `get_agent_run` over HTTP at concurrency 10, building the result "
+        "(`tools/results.py`) took 2.6 % of the server's samples.",
+        "- A trace page's text keeps every field of every entry and of the page (a test checks each value of the "
+        "seeded trace is in its entry's line): the field names are said once in a legend line, objects are "
+        "written `key=value`, times to the second (the structured content keeps them whole) with the date when it "
+        "changes. Long values are trimmed as "
+        "before (`--max-field-chars`); the seeded trace has none that long, so trimming plays no part here.",
+    ]
     return "\n".join([*lines, ""])
 
 
