@@ -171,6 +171,13 @@ async def _timed_call(job: LoadJob, client: Client, call: Call, recorder: _Recor
         return type(exc).__name__
 
 
+def _innermost(exc: BaseException) -> BaseException:
+    """The first failure inside task-group exception groups, which say nothing themselves."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder, phases: _Phases) -> None:
     gates = [phases.connected, phases.warmed]  # the gates this tenant has still to pass
     timeout = httpx2.Timeout(job.call_timeout, read=job.call_timeout)
@@ -205,9 +212,10 @@ async def _tenant(job: LoadJob, tenant: Tenant, number: int, recorder: _Recorder
                 else:
                     recorder.error(call.name, kind)
     except Exception as exc:  # a tenant that could not connect is counted; the others go on
+        cause = _innermost(exc)
         recorder.result.connect_failures += len(gates) == 2
-        recorder.error("connect" if len(gates) == 2 else "session", type(exc).__name__)
-        recorder.sample(f"{type(exc).__name__}: {exc}")
+        recorder.error("connect" if len(gates) == 2 else "session", type(cause).__name__)
+        recorder.sample(f"{type(cause).__name__}: {cause}")
     for gate in gates:
         gate.pass_()
 
