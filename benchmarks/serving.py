@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import statistics
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet import ServerProcess, bare_server, mcp_server
@@ -36,16 +37,27 @@ TARGETS = {"bare": "bare SDK", "ours": "this server", "before": "before"}
 
 @dataclass
 class Row:
+    """One target in one cell, over the rounds: medians, so a burst of other work in one round moves nothing."""
+
     mode: str
     method: Method
     concurrency: int
     target: str
-    load: LoadResult
-    loadavg: float  # 1-minute load average after the row
+    loads: list[LoadResult] = field(default_factory=list)
+    loadavgs: list[float] = field(default_factory=list)  # 1-minute load average after each round
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(load.rate for load in self.loads)
 
     @property
     def cpu_ms(self) -> float:
-        return self.load.server_cpu / self.load.in_window * 1000 if self.load.in_window else 0.0
+        return statistics.median(load.server_cpu / load.in_window * 1000 if load.in_window else 0.0
+                                 for load in self.loads)
+
+    @property
+    def errors(self) -> int:
+        return sum(load.error_count + load.connect_failures for load in self.loads)
 
 
 def start(target: str, env: dict[str, str], before: Path | None) -> ServerProcess:
@@ -58,15 +70,15 @@ def start(target: str, env: dict[str, str], before: Path | None) -> ServerProces
     return mcp_server(TARGETS[target], env, "--auth", "request")
 
 
-def measure(server: ServerProcess, target: str, mode: str, method: Method, tenants: list[Tenant],
-            duration: float, warmup: int) -> Row:
-    job = LoadJob(f"{server.url}/mcp", mode, tuple(tenants), duration, warmup, server_pids=(server.process.pid,),
+def measure(server: ServerProcess, row: Row, tenants: list[Tenant], duration: float, warmup: int) -> None:
+    job = LoadJob(f"{server.url}/mcp", row.mode, tuple(tenants), duration, warmup, server_pids=(server.process.pid,),
                   secrets=tuple(t.headers["Authorization"] for t in tenants))
-    load = run_load_process(job)
-    return Row(mode, method, len(tenants), target, load, os.getloadavg()[0])
+    row.loads.append(run_load_process(job))
+    row.loadavgs.append(os.getloadavg()[0])
 
 
-def render(rows: list[Row], targets: list[str], command: str, machine_load: float, duration: float) -> str:
+def render(rows: list[Row], targets: list[str], command: str, machine_load: float, duration: float,
+           rounds: int) -> str:
     by = {(r.mode, r.method, r.concurrency, r.target): r for r in rows}
     ours = [t for t in targets if t != "bare"]
     head = ["era", "method", "concurrency", "bare SDK calls/s (CPU per call)"]
@@ -74,9 +86,11 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
     lines = [
         "## Serving cost over HTTP", "",
         f"Produced by `{command}` on loopback, {os.cpu_count()} cores shared with other work (1-minute load average "
-        f"{machine_load:.1f} at the start; after each row in the last column). Each server is one process; the load "
-        f"is a separate process of C tenants (own token, own SDK `Client`, one call in flight each, back to back) "
-        f"that make a few unrecorded calls and then call for {duration:g} s: `tools/call` is `get_agent_run` on a "
+        f"{machine_load:.1f} at the start; the median after each target's rounds in the last column). Each server is "
+        f"one process; the load is a separate process of C tenants (own token, own SDK `Client`, one call in flight "
+        f"each, back to back) that make a few unrecorded calls and then call for {duration:g} s, {rounds} rounds per "
+        "cell with the targets taking turns in a rotating order, and each figure is the median of its rounds: "
+        "`tools/call` is `get_agent_run` on a "
         "run of the tenant's own, `tools/list` the whole list, past the client's cache (both servers list the same 19 "
         "definitions: the bare server answers with ours, built once at its start, through the SDK's own "
         "handler). **calls/s**: calls that ended in the window; **CPU per call**: the server "
@@ -89,19 +103,19 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
         base = by.get((mode, method, concurrency, "bare"))
         found = [by.get((mode, method, concurrency, t)) for t in targets]
         for row in found:
-            cells.append(f"{row.load.rate:.0f} ({row.cpu_ms:.1f} ms)" if row else "—")
+            cells.append(f"{row.rate:.0f} ({row.cpu_ms:.1f} ms)" if row else "—")
         for target in ours:
             row = by.get((mode, method, concurrency, target))
-            cells.append(f"{row.load.rate / base.load.rate:.2f}×" if row and base and base.load.rate else "—")
-        errors = sum(r.load.error_count + r.load.connect_failures for r in found if r)
-        loads = " / ".join(f"{r.loadavg:.1f}" for r in found if r)
+            cells.append(f"{row.rate / base.rate:.2f}×" if row and base and base.rate else "—")
+        errors = sum(r.errors for r in found if r)
+        loads = " / ".join(f"{statistics.median(r.loadavgs):.1f}" for r in found if r)
         lines.append("| " + " | ".join([*cells, str(errors), loads]) + " |")
     lines += ["", "### Reading the numbers", ""]
     for target in ours:
         for method in dict.fromkeys(r.method for r in rows):
             pairs = [(r, by.get((r.mode, method, r.concurrency, "bare"))) for r in rows
                      if r.target == target and r.method == method]
-            rates = [r.load.rate / b.load.rate for r, b in pairs if b and b.load.rate]
+            rates = [r.rate / b.rate for r, b in pairs if b and b.rate]
             cpu = [r.cpu_ms / b.cpu_ms for r, b in pairs if b and b.cpu_ms]
             if rates and cpu:
                 lines.append(f"- {TARGETS[target]}, `{method}`: {min(rates):.2f}× to {max(rates):.2f}× the bare SDK "
@@ -117,6 +131,7 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=5.0, help="seconds of load per row")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per cell, the targets taking turns")
     parser.add_argument("--warmup-calls", type=int, default=3, help="unrecorded calls per tenant before each row")
     parser.add_argument("--concurrency", default="1,10,50", help="tenants calling at once, comma-separated")
     parser.add_argument("--modes", default=",".join(ERAS), help="client modes: auto (2026-07-28), legacy")
@@ -128,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     methods = [m for m in args.methods.split(",") if m]
     if not all(1 <= c <= 200 for c in levels) or set(modes) - set(ERAS) or set(methods) - set(METHODS) \
-            or not 0 < args.duration <= 120:
+            or not 0 < args.duration <= 120 or not 1 <= args.rounds <= 20:
         parser.error("concurrency 1-200, modes auto/legacy, methods tools/call,tools/list, duration up to 120 s")
     targets = ["bare", "ours", *(["before"] if args.before else [])]
     machine_load = os.getloadavg()[0]
@@ -144,19 +159,24 @@ def main(argv: list[str] | None = None) -> int:
         for target in ["bare list", *targets]:
             servers[target] = start(target, env, args.before)
             stack.callback(servers[target].stop)
-        for mode, method, concurrency, target in itertools.product(modes, methods, levels, targets):
+        for mode, method, concurrency in itertools.product(modes, methods, levels):
             tenants = [Tenant({"Authorization": f"Bearer {f.token}", "X-Organization-Id": str(ORG_ID)},
                               (Call(method, "get_agent_run", {"agent_run_id": f.run_ids[0]})
                                if method == "tools/call" else Call(method),))
                        for f in fixtures[:concurrency]]
-            sandbox.state.limiter.reset()
-            server = servers["bare list" if target == "bare" and method == "tools/list" else target]
-            row = measure(server, target, mode, method, tenants, args.duration, args.warmup_calls)
-            rows.append(row)
-            print(f"{ERAS[mode]} {method} c={concurrency} {target}: {row.load.rate:.0f}/s, {row.cpu_ms:.1f} ms CPU, "
-                  f"errors {row.load.errors or 0} {row.load.error_samples[:1] or ''}, load {row.loadavg:.1f}",
-                  flush=True)
-    publish(render(rows, targets, command_line("serving.py", argv), machine_load, args.duration), args.write)
+            cell = {target: Row(mode, method, concurrency, target) for target in targets}
+            rows += cell.values()
+            for turn in range(args.rounds):
+                for target in targets[turn % len(targets):] + targets[:turn % len(targets)]:
+                    sandbox.state.limiter.reset()
+                    server = servers["bare list" if target == "bare" and method == "tools/list" else target]
+                    measure(server, cell[target], tenants, args.duration, args.warmup_calls)
+                    load = cell[target].loads[-1]
+                    print(f"{ERAS[mode]} {method} c={concurrency} {target} round {turn + 1}: {load.rate:.0f}/s, "
+                          f"errors {load.errors or 0} {load.error_samples[:1] or ''}, "
+                          f"load {cell[target].loadavgs[-1]:.1f}", flush=True)
+    publish(render(rows, targets, command_line("serving.py", argv), machine_load, args.duration, args.rounds),
+            args.write)
     return 0
 
 
