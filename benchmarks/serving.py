@@ -121,6 +121,13 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
             if rates and cpu:
                 lines.append(f"- {TARGETS[target]}, `{method}`: {min(rates):.2f}× to {max(rates):.2f}× the bare SDK "
                              f"server's rate; CPU per call {min(cpu):.2f}× to {max(cpu):.2f}× its.")
+    short = [f"{ERAS[r.mode]} `{r.method}` at {r.concurrency}" for r in rows if r.target == "ours"
+             and (base := by.get((r.mode, r.method, r.concurrency, "bare"))) and base.rate and r.rate < 0.8 * base.rate]
+    if short:
+        lines.append(f"- Under 0.8× the bare server's rate: {', '.join(short)}. What bounds it is this server's own "
+                     "work per call (its CPU per call in the same row), which the bare server does not do: the Host, "
+                     "Origin and token checks, pacing, the typed model of the answer and the error shape; at "
+                     "concurrency 1 the rate is one call's round trip, so every part of that work shows in it.")
     lines += [
         "- On 2 shared cores the load process (an SDK `Client` per tenant, parsing every answer) is often the "
         "bottleneck, and other work shifts the rates from row to row: the CPU per call of each server process is "
