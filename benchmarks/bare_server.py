@@ -7,6 +7,8 @@ caller's `Authorization` header (else the token from the environment) to the ser
 `httpx2.AsyncClient`, in the organisation of `X-Organization-Id` (else `--org-id`), and returns the service's JSON
 as it came. No pacing, no typed models, no error shape, no trimming: only the SDK's Streamable HTTP serving
 (stateless, both protocol eras, the same defaults as ours otherwise) and one upstream request per call.
+With `--our-list`, `tools/list` answers with our server's default list (the same definitions, built once at
+start and answered by the SDK's own handler), so the two serve the same bytes.
 """
 
 from __future__ import annotations
@@ -21,15 +23,39 @@ import anyio
 import httpx2
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.types import Tool
 
 
-def build_bare_server(base_url: str, token: str | None, org_id: int) -> MCPServer[httpx2.AsyncClient]:
+class ListingServer(MCPServer[httpx2.AsyncClient]):
+    """Lists the tools it is given instead of its own (their calls are not served)."""
+
+    def __init__(self, listed: list[Tool], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.listed = listed
+
+    async def list_tools(self) -> list[Tool]:
+        return self.listed
+
+
+def our_list() -> list[Tool]:
+    """Our server's `tools/list` with the default settings, as it serves it."""
+    from agent_automation_mcp.api.settings import ApiSettings
+    from agent_automation_mcp.config import ServerSettings
+    from agent_automation_mcp.server import build_server
+
+    return anyio.run(build_server(ApiSettings(), ServerSettings()).list_tools)
+
+
+def build_bare_server(base_url: str, token: str | None, org_id: int,
+                      listed: list[Tool] | None = None) -> MCPServer[httpx2.AsyncClient]:
     @asynccontextmanager
     async def lifespan(server: MCPServer[httpx2.AsyncClient]) -> AsyncIterator[httpx2.AsyncClient]:
         async with httpx2.AsyncClient(base_url=base_url, timeout=30) as http:
             yield http
 
-    server: MCPServer[httpx2.AsyncClient] = MCPServer(name="bare", lifespan=lifespan, log_level="WARNING")
+    server: MCPServer[httpx2.AsyncClient] = (
+        MCPServer(name="bare", lifespan=lifespan, log_level="WARNING") if listed is None
+        else ListingServer(listed, name="bare", lifespan=lifespan, log_level="WARNING"))
 
     async def get(ctx: Context[httpx2.AsyncClient, Any], path: str, params: dict[str, Any] | None = None) -> Any:
         headers = ctx.headers or {}
@@ -66,8 +92,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--org-id", type=int, default=1)
+    parser.add_argument("--our-list", action="store_true", help="tools/list answers with our server's default list")
     args = parser.parse_args()
-    server = build_bare_server(args.base_url.rstrip("/"), os.environ.get("AGENT_AUTOMATION_API_TOKEN"), args.org_id)
+    server = build_bare_server(args.base_url.rstrip("/"), os.environ.get("AGENT_AUTOMATION_API_TOKEN"), args.org_id,
+                               our_list() if args.our_list else None)
     anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=args.port, stateless_http=True))
 
 

@@ -110,11 +110,11 @@ def mcp_server(name: str, env: Mapping[str, str], *args: str) -> ServerProcess:
                                 "--port", str(port), *args], port, env)
 
 
-def bare_server(env: Mapping[str, str], base_url: str, org_id: int) -> ServerProcess:
+def bare_server(env: Mapping[str, str], base_url: str, org_id: int, *args: str) -> ServerProcess:
     """benchmarks/bare_server.py, the SDK's bare server, on a free port."""
     port = free_port()
     return ServerProcess("bare server", [sys.executable, str(Path(__file__).with_name("bare_server.py")), "--port",
-                                         str(port), "--base-url", base_url, "--org-id", str(org_id)], port, env)
+                                         str(port), "--base-url", base_url, "--org-id", str(org_id), *args], port, env)
 
 
 def redis_server() -> ServerProcess:

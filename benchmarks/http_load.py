@@ -125,7 +125,7 @@ def run_ids(result: dict[str, Any]) -> set[int]:
 async def _call(client: Client, call: Call, recorder: _Recorder) -> str | None:
     """One call; the error kind when it failed (a tool error's kind, else None)."""
     if call.method == "tools/list":
-        await client.list_tools()
+        await client.list_tools(cache_mode="bypass")  # each call a request: the server's cost, not the client cache's
         return None
     result = await client.call_tool(call.tool, call.arguments)
     data = result.structured_content or {}

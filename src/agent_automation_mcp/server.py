@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import time
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal, Protocol
+from functools import lru_cache
+from typing import Any, Final, Literal, Protocol
 
 from mcp import MCPError
-from mcp.server import MCPServer
-from mcp.server.context import ServerRequestContext
+from mcp.server import CacheHint, MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ListToolsResult, PaginatedRequestParams
@@ -23,6 +26,7 @@ from .api.errors import ApiError, ConfigurationError
 from .api.observer import TransportObserver
 from .api.settings import ApiSettings
 from .api.transport import ApiTransport
+from .caching import ExpiringCache
 from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
 from .pacing import create_pacer
@@ -32,6 +36,12 @@ from .tools.errors import InternalError, argument_error, error_result, unknown_a
 from .tools.registry import narrowed, select_tools
 
 logger = logging.getLogger(__name__)
+
+# The list changes only when the operator restarts the server with other settings or another version; a client
+# holding an old one meanwhile at worst calls a tool that is gone and is told so (`Unknown tool`). Private: the list
+# follows the request's narrowing headers, which a cache shared across callers would not see.
+TOOLS_LIST_HINT: Final = CacheHint(ttl_ms=3_600_000, scope="private")
+MAX_LISTINGS: Final = 64  # tool lists kept in wire form: one per tool set and protocol version seen
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -88,9 +98,11 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self.state: ServerState | None = None  # while the lifespan runs: the shared transport, for the HTTP gate
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
+        self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
-                         log_level=log_level, subscriptions=False)  # the tool list never changes while the server runs
+                         log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
+                         cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing])
         # Capabilities follow the handlers registered; this server has no resources or prompts, so it does not
         # answer (or advertise) their methods. The SDK has no public way to leave them out.
         handlers = self._lowlevel_server._request_handlers
@@ -110,6 +122,19 @@ class AgentAutomationServer(MCPServer[ServerState]):
                                 for tool in self._compact_tools}
         return self._compact_tools
 
+    async def _listing(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """`tools/list` in its wire form (cache hints and envelope included), built by the SDK once per tool set and
+        protocol version and answered from memory after that: the list is the same for every request that may see
+        the same tools, and serialising ~20 KB of schemas was most of what a listing cost."""
+        if ctx.method != "tools/list" or (ctx.params or {}).get("cursor") is not None:
+            return await call_next(ctx)
+        key = f"{ctx.protocol_version}|{','.join(sorted(self._offered_to(getattr(ctx.request, 'headers', None))))}"
+        wire = self.listings.get(key)
+        if wire is None:
+            wire = await call_next(ctx)
+            self.listings.put(key, wire, math.inf)
+        return wire
+
     async def _handle_list_tools(self, ctx: ServerRequestContext[ServerState],
                                  params: PaginatedRequestParams | None) -> ListToolsResult:
         # The SDK's handler, with the request's context, which `list_tools` does not get: listing may be narrowed.
@@ -124,7 +149,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         if settings == self.server_settings:
             return self._offered
-        return frozenset(spec.name for spec in select_tools(settings))
+        return offered_names(settings)
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None) -> CallToolResult | InputRequiredResult:
@@ -183,6 +208,11 @@ class AgentAutomationServer(MCPServer[ServerState]):
         return error_result(error)
 
 
+@lru_cache(maxsize=256)  # one per distinct narrowing of the settings: a handful, bounded whatever headers say
+def offered_names(settings: ServerSettings) -> frozenset[str]:
+    return frozenset(spec.name for spec in select_tools(settings))
+
+
 def _outcome(result: CallToolResult | InputRequiredResult | None) -> str:
     """`ok`, or the error kind of the one error shape (`internal_error` when the call itself blew up)."""
     if result is None:
@@ -217,12 +247,17 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
     """The same schema in fewer characters, so tools/list costs every conversation less context.
 
     Drops the `title` keywords pydantic adds (they restate property names; a property *named* title is
-    kept), `default: null`, and writes `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`. In output
-    schemas defaults, descriptions and `additionalProperties` say nothing a model needs before calling (the
-    tool's description says what it returns), so they go too.
+    kept), `default: null`, writes `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`, and puts a
+    definition used once where it is used. In output schemas defaults, descriptions and `additionalProperties`
+    say nothing a model needs before calling (the tool's description says what it returns), so they go too, as
+    does `type: object` beside `properties` below the top (the properties say it).
     """
+    return _compact(_inlined(schema), output=output, top=True)
+
+
+def _compact(schema: Any, *, output: bool, top: bool = False) -> Any:
     if isinstance(schema, list):
-        return [compact_schema(item, output=output) for item in schema]
+        return [_compact(item, output=output) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
@@ -231,12 +266,41 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
                 or (output and (key == "description" or (key == "additionalProperties" and isinstance(value, bool)))):
             continue
         if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
-            out[key] = {name: compact_schema(sub, output=output) for name, sub in value.items()}
+            out[key] = {name: _compact(sub, output=output) for name, sub in value.items()}
         elif key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "prefixItems"):
-            out[key] = compact_schema(value, output=output)
+            out[key] = _compact(value, output=output)
         else:
             out[key] = value
-    return _nullable(out)
+    out = _nullable(out)
+    if output and not top and out.get("type") == "object" and "properties" in out:
+        del out["type"]
+    return out
+
+
+def _inlined(schema: Any) -> Any:
+    """`{"$ref": "#/$defs/X"}` replaced by X where X is used once (and is not inside itself)."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("$defs"), dict):
+        return schema
+    defs: dict[str, Any] = schema["$defs"]
+    text = json.dumps(schema)
+    once = {name for name in defs if text.count(f'"#/$defs/{name}"') == 1}
+
+    def replace(node: Any, inside: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [replace(item, inside) for item in node]
+        if not isinstance(node, dict):
+            return node
+        name = node.get("$ref", "").removeprefix("#/$defs/") if isinstance(node.get("$ref"), str) else None
+        if name in once and name not in inside:
+            rest = {key: value for key, value in node.items() if key != "$ref"}
+            return {**replace(defs[name], inside | {name}), **rest}
+        return {key: replace(value, inside) for key, value in node.items()}
+
+    out = replace({key: value for key, value in schema.items() if key != "$defs"}, frozenset())
+    kept = {name: replace(value, frozenset({name})) for name, value in defs.items()}
+    text = json.dumps(out) + json.dumps(kept)
+    left = {name: value for name, value in kept.items() if f'"#/$defs/{name}"' in text}
+    return {**out, "$defs": left} if left else out
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from mcp.server.mcpserver import Context
@@ -53,6 +55,65 @@ class TracePage(Output):
     next_skip: int | None
     trimmed_fields: int = 0
     note: str | None = None
+
+
+TRACE_LEGEND: Final = ("entries, one a line: time (UTC, to the second; the date when it changes) message_type "
+                       "tool_name: thought | in: tool_input | out: tool_output | obs: observation (objects as "
+                       "key=value, values JSON)")
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+_PAGE_FIELDS: Final = ("agent_run_id", "status", "is_terminal", "total_logs", "read", "next_skip", "trimmed_fields")
+
+
+def render_trace(page: dict[str, Any]) -> str:
+    """A trace page as text in about half the tokens of its JSON, every field kept: the page's fields as `name=value`
+    on one line, then one line per entry, its fields in a fixed order with their names left out (the legend says
+    which is which). Service text is written escaped (a line break as `\\n`), so no entry can pass for another."""
+    head = " ".join(f"{name}={_scalar(page.get(name))}" for name in _PAGE_FIELDS)
+    lines = [head, *([f"note: {_flat(page['note'])}"] if page.get("note") else []), TRACE_LEGEND + ":"]
+    day = None
+    for entry in page.get("entries", ()):
+        stamp, day = _when(entry.get("created_at"), day)
+        what = " ".join(_flat(str(entry[key])) for key in ("message_type", "tool_name") if entry.get(key) is not None)
+        line = " ".join(part for part in (stamp, what) if part)
+        if entry.get("thought") is not None:
+            line = f"{line}: {_flat(str(entry['thought']))}"
+        parts = [line] + [f"{short}: {_value(entry[key])}" for key, short in
+                          (("tool_input", "in"), ("tool_output", "out"), ("observation", "obs")) if key in entry]
+        lines.append(" | ".join(parts))
+    return "\n".join(lines)
+
+
+def _when(created_at: Any, day: str | None) -> tuple[str, str | None]:
+    """`HH:MM:SS`, with the date first when it is not the previous entry's; anything unreadable as it came."""
+    if not isinstance(created_at, str):
+        return "", day
+    try:
+        moment = datetime.fromisoformat(created_at).astimezone(UTC)
+    except ValueError:
+        return _flat(created_at), day
+    date, time_of_day = moment.strftime("%Y-%m-%d"), moment.strftime("%H:%M:%S")
+    return (time_of_day if date == day else f"{date}T{time_of_day}Z"), date
+
+
+def _scalar(value: Any) -> str:
+    return "null" if value is None else ("true" if value else "false") if isinstance(value, bool) else _flat(str(value))
+
+
+def _value(value: Any) -> str:
+    """An object as `key=value` pairs, keys bare where they are plain names; everything else, and every value of an
+    object, as compact JSON (one line: JSON escapes line breaks)."""
+    if isinstance(value, dict) and value:
+        return " ".join(f"{key if _NAME.fullmatch(key) else _json(key)}={_json(item)}" for key, item in value.items())
+    return _json(value)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _flat(text: str) -> str:
+    """One line: line breaks and other escapes as JSON writes them, without the quotes."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
 def _trim(entry: LogEntry, max_chars: int) -> tuple[TraceEntry, int]:
@@ -156,4 +217,4 @@ async def get_agent_run_logs(
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
     return ok(out, f"{len(out.entries)} entries (read {out.read} of {page.total_logs}) from run {agent_run_id}, "
-                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}")
+                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}", render=render_trace)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Self, TypeVar
 
@@ -56,9 +56,11 @@ class Output(BaseModel):
         return cls(**{name: getattr(source, name) for name in cls.model_fields if name not in values}, **values)
 
 
-def ok(output: BaseModel, summary: str, *, rest: str = "ask for less at once") -> CallToolResult:
-    """The summary first (what a person or model reads), then the same data as JSON text for clients that
-    ignore structured content (the spec asks tools with an output schema to include it).
+def ok(output: BaseModel, summary: str, *, rest: str = "ask for less at once",
+       render: Callable[[Any], str] | None = None) -> CallToolResult:
+    """The summary first (what a person or model reads), then the same data as text: JSON, or what `render` makes
+    of it in fewer tokens with every field kept. Many hosts show a model only the text, and the spec asks tools
+    with an output schema to include it for clients that ignore structured content.
 
     Longer than `MAX_RESULT_CHARS`, the data is cut to fit (long strings first, then the end of the largest
     list) and the summary says so and how to get the rest (`rest`).
@@ -69,6 +71,8 @@ def ok(output: BaseModel, summary: str, *, rest: str = "ask for less at once") -
         data, what = _fit(data)
         text = _json(data)
         summary = f"{summary} [cut to fit {MAX_RESULT_CHARS:,} characters: {what}; for the rest, {rest}]"
+    if render is not None:
+        text = render(data)
     return CallToolResult(structured_content=data, content=[TextContent(type="text", text=" ".join(summary.split())),
                                                             TextContent(type="text", text=text)])
 
