@@ -9,7 +9,6 @@ import time
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import lru_cache
 from typing import Any, Final, Literal, Protocol
 
 from mcp import MCPError
@@ -33,7 +32,7 @@ from .pacing import create_pacer
 from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
-from .tools.registry import narrowed, select_tools
+from .tools.registry import narrowed, offered_names, select_tools
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +90,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self.api_settings = api
         self.server_settings = settings
         self.tool_specs: tuple[ToolSpec, ...] = tuple(select_tools(settings))
-        self._offered = frozenset(spec.name for spec in self.tool_specs)
+        self._offered = offered_names(settings)
         self._callers = callers or ConfiguredCaller(api.token, api.org_id)
         self._slots = TenantSlots(max_tenant_calls)
         self.observer = observer
@@ -206,11 +205,6 @@ class AgentAutomationServer(MCPServer[ServerState]):
                              "".join(traceback.format_tb((cause or exc).__traceback__)))
                 error = InternalError(f"{name} failed inside this server ({what})", operation=name)
         return error_result(error)
-
-
-@lru_cache(maxsize=256)  # one per distinct narrowing of the settings: a handful, bounded whatever headers say
-def offered_names(settings: ServerSettings) -> frozenset[str]:
-    return frozenset(spec.name for spec in select_tools(settings))
 
 
 def _outcome(result: CallToolResult | InputRequiredResult | None) -> str:

@@ -70,6 +70,12 @@ def select_tools(settings: ServerSettings) -> list[ToolSpec]:
             if spec.toolset in settings.toolsets and (spec.read_only or not settings.read_only)]
 
 
+@lru_cache(maxsize=256)  # one per distinct narrowing of the settings: a handful, bounded whatever headers say
+def offered_names(settings: ServerSettings) -> frozenset[str]:
+    """The names of the tools `select_tools` offers, for the checks made on every list and call."""
+    return frozenset(spec.name for spec in select_tools(settings))
+
+
 def narrowed(settings: ServerSettings, headers: Mapping[str, str] | None) -> ServerSettings:
     """The operator's toolsets and read-only ceiling, narrowed (never widened) by `X-MCP-Toolsets` and
     `X-MCP-Readonly`. Read by the HTTP gate (to answer 400 before any tool runs) and by the server (to list
