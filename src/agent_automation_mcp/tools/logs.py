@@ -19,7 +19,7 @@ from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
-from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, label, ok, trim_text
+from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, compact_json, label, ok, trim_text
 
 toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed.")
 
@@ -103,12 +103,9 @@ def _value(value: Any) -> str:
     """An object as `key=value` pairs, keys bare where they are plain names; everything else, and every value of an
     object, as compact JSON (one line: JSON escapes line breaks)."""
     if isinstance(value, dict) and value:
-        return " ".join(f"{key if _NAME.fullmatch(key) else _json(key)}={_json(item)}" for key, item in value.items())
-    return _json(value)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return " ".join(f"{key if _NAME.fullmatch(key) else compact_json(key)}={compact_json(item)}"
+                        for key, item in value.items())
+    return compact_json(value)
 
 
 def _flat(text: str) -> str:
@@ -122,7 +119,7 @@ def _trim(entry: LogEntry, max_chars: int) -> tuple[TraceEntry, int]:
     cut = 0
     for name in TraceEntry.model_fields:
         value = getattr(entry, name, None)
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":")) if isinstance(value, dict | list) else value
+        text = compact_json(value) if isinstance(value, dict | list) else value
         if isinstance(text, str) and len(text) > max_chars:
             value = trim_text(text, max_chars)
             cut += 1

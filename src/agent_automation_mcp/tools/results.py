@@ -24,6 +24,7 @@ PAGE_ITEMS_CHARS: Final = MAX_RESULT_CHARS - 2_000  # a page's items, leaving ro
 MAX_STRING_CHARS: Final = 5_000  # a single string, when a result must be cut to fit
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,59}")
 ItemT = TypeVar("ItemT", bound=BaseModel)
+T = TypeVar("T")
 
 # The client's bounds, with descriptions short enough for every paged tool's schema.
 PageSkip = Annotated[Skip, Field(description="Offset: next_skip of the previous page.")]
@@ -66,10 +67,10 @@ def ok(output: BaseModel, summary: str, *, rest: str = "ask for less at once",
     list) and the summary says so and how to get the rest (`rest`).
     """
     data = visible_tree(output.model_dump(mode="json", by_alias=True))
-    text = _json(data)
+    text = compact_json(data)
     if len(text) > MAX_RESULT_CHARS:
         data, what = _fit(data)
-        text = _json(data)
+        text = compact_json(data)
         summary = f"{summary} [cut to fit {MAX_RESULT_CHARS:,} characters: {what}; for the rest, {rest}]"
     if render is not None:
         text = render(data)
@@ -96,7 +97,8 @@ def fit_page(items: Sequence[ItemT], skip: int, limit: int, total: int | None) -
     return kept, next_skip(skip, len(kept), limit, total)
 
 
-def _json(data: Any) -> str:
+def compact_json(data: Any) -> str:
+    """JSON in its fewest characters, as results carry it."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -120,7 +122,7 @@ def _fit(data: Any) -> tuple[Any, str]:
     if strings:
         cut.append(f"{strings} long text values shortened")
     for _ in range(20):  # each round halves the excess of one list, so few rounds are ever needed
-        excess = len(_json(data)) - MAX_RESULT_CHARS
+        excess = len(compact_json(data)) - MAX_RESULT_CHARS
         if excess <= 0:
             break
         found = _largest_list(data, ())
@@ -128,7 +130,7 @@ def _fit(data: Any) -> tuple[Any, str]:
             break
         path, items = found
         keep = len(items)
-        while keep > 0 and sum(len(_json(item)) + 1 for item in items[keep:]) < excess:
+        while keep > 0 and sum(len(compact_json(item)) + 1 for item in items[keep:]) < excess:
             keep -= 1
         data = _replace(data, path, items[:keep])
         cut.append(f"{len(items) - keep} of {len(items)} items of {'.'.join(map(str, path)) or 'the result'} left out")
@@ -140,7 +142,7 @@ def _largest_list(value: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...], l
 
     def walk(node: Any, where: tuple[Any, ...]) -> None:
         if isinstance(node, list) and node:
-            candidates.append((len(_json(node)), where, node))
+            candidates.append((len(compact_json(node)), where, node))
         children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         for key, child in children:
             walk(child, (*where, key))
@@ -159,9 +161,6 @@ def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     if isinstance(value, dict):
         return {**value, head: _replace(value[head], tuple(tail), new)}
     return [_replace(item, tuple(tail), new) if index == head else item for index, item in enumerate(value)]
-
-
-T = TypeVar("T")
 
 
 def reported(response: dict[str, Any], keys: tuple[str, ...], kind: type[T]) -> T | None:
