@@ -95,7 +95,9 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
         "definitions: the bare server answers with ours, built once at its start, through the SDK's own "
         "handler). **calls/s**: calls that ended in the window; **CPU per call**: the server "
         "process's CPU time in the window over those calls. The bare SDK server (`benchmarks/bare_server.py`) "
-        "forwards the call and returns the service's JSON: no pacing, token check, typed models or error shape."
+        "forwards the call and returns the service's JSON: no pacing, token check, typed models or error shape; it "
+        "runs on asyncio's loop, as the SDK's `run_streamable_http_async` does, and this server on uvloop "
+        "(`remote/serve.py`)."
         + (" **before**: our server run from the source tree given to `--before`." if "before" in targets else ""),
         "", "| " + " | ".join([*head, "errors", "load avg"]) + " |", "|" + "---|" * (len(head) + 2)]
     keys = dict.fromkeys((r.mode, r.method, r.concurrency) for r in rows)

@@ -212,7 +212,7 @@ def serve(args: argparse.Namespace) -> int:
                                          " (read-only)" if settings.read_only else "", tools)
         try:
             if args.transport == "http":
-                from .remote.serve import serve_http
+                from .remote.serve import run_http
 
                 assert policy is not None and metrics is not None
                 if is_wildcard(args.host) and not remote.allowed_hosts:
@@ -222,8 +222,8 @@ def serve(args: argparse.Namespace) -> int:
                 who = ("each request's own token (Authorization: Bearer)" if auth == "request"
                        else "the token from the environment")
                 say(f"serving Streamable HTTP at http://{bracketed(args.host)}:{args.port}/mcp, calls made with {who}")
-                anyio.run(lambda: serve_http(server, remote, host=args.host, port=args.port, policy=policy,
-                                             per_request_auth=auth == "request", metrics=metrics))
+                run_http(server, remote, host=args.host, port=args.port, policy=policy,
+                         per_request_auth=auth == "request", metrics=metrics)
             else:
                 anyio.run(server.run_stdio_async)
         except KeyboardInterrupt:

@@ -7,11 +7,14 @@ signal, or SIGINT, stops at once as uvicorn does.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import signal
 import time
 from types import FrameType
+from typing import Any
 
+import anyio
 import uvicorn
 
 from ..config import RemoteSettings
@@ -53,6 +56,19 @@ class DrainingServer(uvicorn.Server):
             elif counter % 50 == 0:
                 logger.warning("SIGTERM: draining, %d requests in flight", self.lifecycle.in_flight)
         return await super().on_tick(counter)
+
+
+def run_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str, port: int, policy: HostPolicy,
+             per_request_auth: bool, metrics: Metrics) -> None:
+    """Serve until stopped, on the event loop `loop_options` picks."""
+    anyio.run(lambda: serve_http(server, remote, host=host, port=port, policy=policy,
+                                 per_request_auth=per_request_auth, metrics=metrics), backend_options=loop_options())
+
+
+def loop_options() -> dict[str, Any]:
+    """uvloop where it is installed (a dependency everywhere but Windows): asyncio's own loop, in Python, was the
+    largest single share of a remote call's CPU, a fifth of it (docs/benchmarks.md, "Serving cost over HTTP")."""
+    return {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
 
 
 async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str, port: int,
