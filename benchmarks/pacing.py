@@ -33,7 +33,7 @@ import httpx2
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
 from agent_automation_mcp.api.errors import ApiError, RateLimitError
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit, format_rate_limits
-from agent_automation_mcp.api.pacer import Pacer
+from agent_automation_mcp.api.pacer import Pacer, Receipt
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import create_pacer, sliding_log
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -90,12 +90,16 @@ class TimedPacer:
         task = anyio.get_current_task().id
         self._waits[task] = self._waits.get(task, 0.0) + seconds
 
-    async def acquire(self, token_key: str, buckets: Any, deadline: float | None, *, bulk: bool = False) -> None:
+    async def acquire(self, token_key: str, buckets: Any, deadline: float | None, *,
+                      bulk: bool = False) -> Receipt:
         started = time.monotonic()
         try:
-            await self.inner.acquire(token_key, buckets, deadline, bulk=bulk)
+            return await self.inner.acquire(token_key, buckets, deadline, bulk=bulk)
         finally:
             self._add(time.monotonic() - started)
+
+    async def settled(self, receipt: Receipt, status: int) -> None:
+        await self.inner.settled(receipt, status)
 
     async def rate_limited(self, token_key: str, buckets: Any, retry_after: float | None) -> float:
         wait = await self.inner.rate_limited(token_key, buckets, retry_after)

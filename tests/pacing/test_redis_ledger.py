@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from agent_automation_mcp.api.credentials import Credentials
 from agent_automation_mcp.api.errors import RateLimitError
 from agent_automation_mcp.api.limits import RateLimit
+from agent_automation_mcp.api.pacer import Receipt
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import FifoPacer, MemoryLedger, create_pacer, redis_ledger
 from agent_automation_mcp.pacing.redis_ledger import RedisLedger
@@ -99,11 +100,11 @@ async def test_the_script_applies_the_same_rule_as_the_memory_ledger(redis_serve
     local = MemoryLedger(limits, margin=MARGIN)
     key = token()
     for ledger in (shared, local):
-        assert await ledger.charge(key, ["standard"], bulk=True) == 0
-        assert await ledger.charge(key, ["logs", "standard"], bulk=False) == 0
-        assert await ledger.charge(key, ["logs", "standard"], bulk=False) == 0
+        assert isinstance(await ledger.charge(key, ["standard"], bulk=True), Receipt)
+        assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
+        assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
         assert await ledger.charge(key, ["standard"], bulk=True) > 0  # bulk may fill 3 of 4
-        assert await ledger.charge(key, ["standard"], bulk=False) == 0
+        assert isinstance(await ledger.charge(key, ["standard"], bulk=False), Receipt)
         assert await ledger.charge(key, ["logs", "standard"], bulk=False) > 0  # all or nothing
     for ahead in range(6):
         for bulk in (False, True):
@@ -188,17 +189,17 @@ async def test_sends_made_while_cut_off_are_merged_into_a_redis_that_kept_its_lo
 async def test_many_tenants_at_once_wait_for_a_connection_rather_than_leave_redis(redis_server: RedisServer) -> None:
     """More calls in flight than the pool has connections (200 tenants on one replica) stay shared."""
     ledger = RedisLedger(redis_server.url, {"standard": RateLimit(60, 30.0)}, margin=MARGIN, max_replicas=4)
-    waits: list[float] = []
+    charged: list[Receipt | float] = []
 
     async def tenant() -> None:
-        waits.append(await ledger.charge(token(), ["standard"], bulk=False))
+        charged.append(await ledger.charge(token(), ["standard"], bulk=False))
 
     try:
         async with anyio.create_task_group() as tg:
             for _ in range(128):  # past redis-py's default pool of 100 and four times ours
                 tg.start_soon(tenant)
         assert not ledger.degraded
-        assert waits == [0.0] * 128
+        assert all(isinstance(receipt, Receipt) for receipt in charged) and len(charged) == 128
     finally:
         await ledger.aclose()
 
@@ -212,7 +213,7 @@ async def test_one_replica_carries_its_sends_back_once_however_many_calls_find_r
     try:
         own_redis_server.stop()
         for key in tokens:  # the first loses Redis; all are charged locally and wait to be carried
-            assert await ledger.charge(key, ["standard"], bulk=False) == 0.0
+            assert isinstance(await ledger.charge(key, ["standard"], bulk=False), Receipt)
         own_redis_server.start()
         async def charge(key: str) -> None:
             await ledger.charge(key, ["standard"], bulk=False)

@@ -111,9 +111,10 @@ class ApiTransport:
         while True:
             template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
             url = template.format(**path_values)
+            receipt = None
             if self.pacer is not None:
                 queued = time.monotonic()
-                await self.pacer.acquire(credentials.token_key, buckets, deadline, bulk=bulk)
+                receipt = await self.pacer.acquire(credentials.token_key, buckets, deadline, bulk=bulk)
                 if self.observer is not None:
                     self.observer.paced(time.monotonic() - queued)
             timeout = _attempt_timeout(self.settings.timeout, deadline)
@@ -137,6 +138,8 @@ class ApiTransport:
             logger.debug("%s %s -> %s in %.3fs", op.method, op.name, response.status_code, elapsed)
 
             status = response.status_code
+            if self.pacer is not None and receipt is not None:  # answered: the service has stamped it by now
+                await self.pacer.settled(receipt, status)
             if status == 429:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
                 wait = (await self.pacer.rate_limited(credentials.token_key, buckets, retry_after)

@@ -19,6 +19,7 @@ import anyio
 
 from ..api.errors import RateLimitError
 from ..api.limits import RateLimit
+from ..api.pacer import Receipt
 from .ledger import Ledger, check_buckets
 
 WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or replicas that wake at one instant
@@ -43,7 +44,7 @@ class FifoPacer:
         self._tickets = itertools.count()
 
     async def acquire(self, token_key: str, buckets: Sequence[str], deadline: float | None, *,
-                      bulk: bool = False) -> None:
+                      bulk: bool = False) -> Receipt:
         names = check_buckets(self.limits, buckets)
         key = (token_key, names, bulk)
         queue = self._queues.get(key) or self._queues.setdefault(key, _Queue())
@@ -60,15 +61,19 @@ class FifoPacer:
                 wait = await self.ledger.estimate(token_key, names, bulk=bulk, ahead=queue.ahead_of(ticket))
                 raise self._too_long(names, wait)
             try:
-                while wait := await self.ledger.charge(token_key, names, bulk=bulk):
-                    self._check_deadline(names, wait, deadline)
-                    await anyio.sleep(wait + random.uniform(0, WAKE_JITTER))
+                while not isinstance(charged := await self.ledger.charge(token_key, names, bulk=bulk), Receipt):
+                    self._check_deadline(names, charged, deadline)
+                    await anyio.sleep(charged + random.uniform(0, WAKE_JITTER))
+                return charged
             finally:
                 queue.lock.release()
         finally:
             del queue.tickets[ticket]
             if not queue.tickets:
                 del self._queues[key]
+
+    async def settled(self, receipt: Receipt, status: int) -> None:
+        await self.ledger.settle(receipt, refused=status == 429)
 
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
         return await self.ledger.penalise(token_key, check_buckets(self.limits, buckets), retry_after)

@@ -6,13 +6,18 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..api.limits import RateLimit
+from ..api.pacer import Receipt
 
 
 class Ledger(Protocol):
     """Atomic check-and-charge over several buckets. Waiting and queueing are the pacer's job, not this one's."""
 
-    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> float:
-        """Charge one send to every bucket and return 0, or charge nothing and return the seconds to wait."""
+    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> Receipt | float:
+        """Charge one send to every bucket and return its receipt, or charge nothing and return the seconds to wait."""
+        ...
+
+    async def settle(self, receipt: Receipt, *, refused: bool) -> None:
+        """The charged send was answered (with a 429 if `refused`): lower its bound to now. Never raises."""
         ...
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
