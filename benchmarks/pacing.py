@@ -98,7 +98,7 @@ class TimedPacer:
         finally:
             self._add(time.monotonic() - started)
 
-    async def settled(self, receipt: Receipt, status: int) -> None:
+    async def settled(self, receipt: Receipt, status: int | None) -> None:
         await self.inner.settled(receipt, status)
 
     async def rate_limited(self, token_key: str, buckets: Any, retry_after: float | None) -> float:

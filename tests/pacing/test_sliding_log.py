@@ -37,7 +37,7 @@ def run_greedy(buckets: list[BucketLog], demands: list[tuple[float, list[int]]],
         while (wait := try_charge(chosen, clock)) > 0:
             clock += wait
         if answered:
-            settle(chosen, clock + MARGIN, clock, refused=False)
+            settle(chosen, clock + MARGIN, clock, "admitted")
         for i in used:
             sent[i].append(clock)
     return sent
@@ -123,7 +123,7 @@ def test_while_spacing_a_little_lateness_is_made_up_and_more_starts_the_slots_an
     interval, catch_up = sliding_log.spacing_interval(limit), sliding_log.catch_up(limit)
     penalise(buckets, 0.0, retry_after=1.0)
     assert try_charge(buckets, 1.0) == 0
-    settle(buckets, 1.0 + MARGIN, 1.0, refused=False)  # the probe is accepted
+    settle(buckets, 1.0 + MARGIN, 1.0, "admitted")  # the probe is accepted
     late = 1.0 + interval + catch_up / 2  # woke up a little late
     assert try_charge(buckets, late) == 0
     assert ready_at(buckets, late) == pytest.approx(1.0 + 2 * interval)  # the schedule did not move
@@ -143,7 +143,7 @@ def test_sends_that_leave_late_keep_the_rate_and_never_crowd_a_window() -> None:
     for _ in range(400):
         clock = ready_at(buckets, clock) + rng.uniform(0, 0.2 * interval)  # every wake-up a little late
         assert try_charge(buckets, clock) == 0
-        settle(buckets, clock + MARGIN, clock, refused=False)
+        settle(buckets, clock + MARGIN, clock, "admitted")
         sent.append(clock)
     assert sent[-1] - sent[0] < 400 * interval  # the lateness did not add up: the rate is the spacing's
     assert most_in_any_window(sent, limit.window) <= limit.count

@@ -32,8 +32,9 @@ class Pacer(Protocol):
         """
         ...
 
-    async def settled(self, receipt: Receipt, status: int) -> None:
-        """The service answered the charged request with `status`: the service stamped it by now. Never raises."""
+    async def settled(self, receipt: Receipt, status: int | None) -> None:
+        """The charged request was answered with `status` (so the service stamped it by now), or None: no answer
+        came (it may or may not have reached the service). After a 429, call `rate_limited` first. Never raises."""
         ...
 
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:

@@ -20,7 +20,7 @@ import anyio
 from ..api.errors import RateLimitError
 from ..api.limits import RateLimit
 from ..api.pacer import Receipt
-from .ledger import Ledger, check_buckets
+from .ledger import Ledger, Outcome, check_buckets
 
 WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or replicas that wake at one instant
 
@@ -72,8 +72,9 @@ class FifoPacer:
             if not queue.tickets:
                 del self._queues[key]
 
-    async def settled(self, receipt: Receipt, status: int) -> None:
-        await self.ledger.settle(receipt, refused=status == 429)
+    async def settled(self, receipt: Receipt, status: int | None) -> None:
+        outcome: Outcome = "unanswered" if status is None else "refused" if status == 429 else "admitted"
+        await self.ledger.settle(receipt, outcome)
 
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
         return await self.ledger.penalise(token_key, check_buckets(self.limits, buckets), retry_after)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..api.limits import RateLimit
 from ..api.pacer import Receipt
+
+# How a charged send ended: answered and let through (whatever the status), answered 429, or no answer came.
+Outcome = Literal["admitted", "refused", "unanswered"]
 
 
 class Ledger(Protocol):
@@ -16,8 +19,8 @@ class Ledger(Protocol):
         """Charge one send to every bucket and return its receipt, or charge nothing and return the seconds to wait."""
         ...
 
-    async def settle(self, receipt: Receipt, *, refused: bool) -> None:
-        """The charged send was answered (with a 429 if `refused`): lower its bound to now. Never raises."""
+    async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
+        """The charged send ended: if answered, lower its bound to now. Never raises."""
         ...
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:

@@ -10,6 +10,7 @@ from typing import Final
 from ..api.limits import RateLimit
 from ..api.pacer import Receipt
 from . import sliding_log
+from .ledger import Outcome
 from .sliding_log import BucketLog
 
 SWEEP_EVERY: Final = 60.0  # seconds between passes that forget idle (token, bucket) logs
@@ -58,10 +59,10 @@ class MemoryLedger:
     def _receipt(self, token_key: str, buckets: Sequence[str], charged_at: float) -> Receipt:
         return Receipt(token_key, tuple(buckets), local=charged_at + self.margin)  # the bound BucketLog.charge logs
 
-    async def settle(self, receipt: Receipt, *, refused: bool) -> None:
+    async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
         if receipt.local is not None:
             sliding_log.settle(self.bucket_logs(receipt.token_key, receipt.buckets), receipt.local, self._clock(),
-                               refused=refused)
+                               outcome)
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
         now = self._clock()

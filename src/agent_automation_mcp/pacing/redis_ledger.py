@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 from ..api.limits import RateLimit
 from ..api.pacer import Receipt
 from . import sliding_log
+from .ledger import Outcome
 from .memory import MemoryLedger
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ _ACQUIRE: Final = files(__package__).joinpath("acquire.lua").read_text()
 _PENALISE: Final = files(__package__).joinpath("penalise.lua").read_text()
 _CARRY: Final = files(__package__).joinpath("carry.lua").read_text()
 _SETTLE: Final = files(__package__).joinpath("settle.lua").read_text()
-_ANSWERED, _REFUSED, _NEVER_SENT = 0, 1, 2  # outcomes for settle.lua
+_OUTCOMES: Final[dict[Outcome | Literal["never sent"], int]] = {  # as settle.lua numbers them
+    "admitted": 0, "refused": 1, "unanswered": 2, "never sent": 3}
 _UNREACHABLE: Final = (RedisError, OSError, TimeoutError)
 
 Route = Literal["shared", "rejoining", "local"]
@@ -126,13 +128,12 @@ class RedisLedger:
                 sent[bucket] = [*(t for t in sent.get(bucket, ()) if now - t < kept), charged.local]
         return charged
 
-    async def settle(self, receipt: Receipt, *, refused: bool) -> None:
+    async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
         """Settle the send in each ledger it was logged in. In Redis only while Redis answers; else (or should
         this fail) the send keeps its bound there, which is safe. Bounds not yet carried into Redis stay too."""
-        await self.local.settle(receipt, refused=refused)
+        await self.local.settle(receipt, outcome)
         if receipt.shared is not None and self._retry_redis_at is None:
-            await self._settle_shared(receipt.token_key, receipt.buckets, receipt.shared,
-                                      _REFUSED if refused else _ANSWERED)
+            await self._settle_shared(receipt.token_key, receipt.buckets, receipt.shared, outcome)
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
         if await self._route() == "shared":
@@ -186,13 +187,14 @@ class RedisLedger:
             await anyio.lowlevel.checkpoint()  # the caller was cancelled meanwhile: give the send back
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._settle_shared(token_key, buckets, value, _NEVER_SENT)
+                await self._settle_shared(token_key, buckets, value, "never sent")
             raise
         return Receipt(token_key, tuple(buckets), shared=value)
 
-    async def _settle_shared(self, token_key: str, buckets: Sequence[str], bound: int, outcome: int) -> None:
+    async def _settle_shared(self, token_key: str, buckets: Sequence[str], bound: int,
+                             outcome: Outcome | Literal["never sent"]) -> None:
         try:
-            await self._settle(keys=bucket_keys(token_key, buckets), args=[bound, outcome])
+            await self._settle(keys=bucket_keys(token_key, buckets), args=[bound, _OUTCOMES[outcome]])
         except _UNREACHABLE as exc:
             logger.debug("could not settle a send in Redis; it keeps its bound there: %s", exc)
 

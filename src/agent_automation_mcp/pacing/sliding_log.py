@@ -20,9 +20,12 @@ import random
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..api.limits import RateLimit
+
+if TYPE_CHECKING:
+    from .ledger import Outcome
 
 HOT_STAGGER: Final = 0.25  # a hot bucket spreads each window's sends over this share of it (see `stagger`)
 # Bulk readers (trace paging) may fill this share of a bucket; the rest stays for interactive calls. 5/6 of 60
@@ -137,20 +140,21 @@ class BucketLog:
         if self.probing:
             self.probe, self.probe_until = bound, at + PROBE_LEASE
 
-    def settle(self, bound: float, answered: float, *, refused: bool) -> None:
-        """The send logged with `bound` was answered at `answered`, so the service stamped it by then.
+    def settle(self, bound: float, now: float, outcome: Outcome) -> None:
+        """The send logged with `bound` ended at `now`. If it was answered, the service stamped it by then.
 
-        An accepted probe ends the probing; a refused one is left to `penalise`, which pauses and asks for
-        another, so that no send slips out between the two.
+        A probe the service let through ends the probing; any other end of a probe lets the next send probe
+        (after a 429 the caller has already called `penalise`, so that pause holds it back first).
         """
-        if answered < bound:
+        if outcome != "unanswered" and now < bound:
             copies = min(self.weight, self.sends.count(bound))  # none once newer bounds pushed it out
             for _ in range(copies):
                 self.sends.remove(bound)
             for _ in range(copies):
-                bisect.insort(self.sends, answered)
-        if self.probe == bound and not refused:
-            self.probing, self.probe, self.probe_until = False, None, -math.inf
+                bisect.insort(self.sends, now)
+        if self.probe == bound:
+            self.probe, self.probe_until = None, -math.inf
+            self.probing = outcome != "admitted"
 
     def mirror(self, sends: Iterable[float], pause_until: float, spacing_until: float, last_sent: float,
                at: float) -> None:
@@ -207,9 +211,9 @@ def try_charge(logs: list[BucketLog], now: float, *, bulk: bool = False) -> floa
     return 0.0
 
 
-def settle(logs: Iterable[BucketLog], bound: float, answered: float, *, refused: bool) -> None:
+def settle(logs: Iterable[BucketLog], bound: float, now: float, outcome: Outcome) -> None:
     for log in logs:
-        log.settle(bound, answered, refused=refused)
+        log.settle(bound, now, outcome)
 
 
 def penalise(logs: list[BucketLog], now: float, retry_after: float | None,
