@@ -100,7 +100,9 @@ async def test_the_script_applies_the_same_rule_as_the_memory_ledger(redis_serve
     local = MemoryLedger(limits, margin=MARGIN)
     key = token()
     for ledger in (shared, local):
-        assert isinstance(await ledger.charge(key, ["standard"], bulk=True), Receipt)
+        receipt = await ledger.charge(key, ["standard"], bulk=True)
+        assert isinstance(receipt, Receipt)
+        await ledger.settle(receipt, "admitted")  # answered at once: freed a window from now, not now + margin
         assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
         assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
         assert await ledger.charge(key, ["standard"], bulk=True) > 0  # bulk may fill 3 of 4
@@ -224,3 +226,63 @@ async def test_one_replica_carries_its_sends_back_once_however_many_calls_find_r
         assert not await ledger.estimate(tokens[0], ["standard"], bulk=False, ahead=0)
     finally:
         await ledger.aclose()
+
+
+async def test_a_send_answered_is_settled_in_redis_at_its_answer_and_the_log_stays_in_order(
+        redis_server: RedisServer, inspect: Redis) -> None:
+    margin = 5.0  # far above a loopback round trip: every settle lowers its bound
+    ledger, key = RedisLedger(redis_server.url, {"standard": RateLimit(5, 10)}, margin=margin, max_replicas=4), token()
+    log = f"aamcp:{{{key}}}:standard"
+    receipts = [await ledger.charge(key, ["standard"], bulk=False) for _ in range(3)]
+    assert all(isinstance(r, Receipt) and r.shared is not None and r.local is None for r in receipts)
+    shared = [r.shared for r in receipts if isinstance(r, Receipt)]
+    assert [int(b) for b in await inspect.lrange(log, 0, -1)] == shared[::-1]  # bounds, largest first
+    departed = int(await inspect.hget(f"{log}:mode", "last"))
+    assert departed == shared[-1] - round(margin * 1_000_000)  # the newest departure, kept apart
+
+    await ledger.settle(receipts[2], "admitted")  # the newest, answered first
+    await ledger.settle(receipts[1], "unanswered")  # no answer: keeps its bound
+    bounds = [int(b) for b in await inspect.lrange(log, 0, -1)]
+    assert bounds == sorted(bounds, reverse=True)
+    assert bounds[0] == shared[1]
+    assert departed <= bounds[2] < shared[0]  # settled: between its departure and departure + margin
+    # The 3 logged and 2 more fill the 5: the next waits for the settled bound to leave the window (about 10 s),
+    # not for departure + margin (about 15 s).
+    assert 9 < await ledger.estimate(key, ["standard"], bulk=False, ahead=2) < 11
+    await ledger.aclose()
+
+
+async def test_settle_never_raises_when_redis_is_gone(own_redis_server: RedisServer,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="agent_automation_mcp.pacing")
+    ledger, key = RedisLedger(own_redis_server.url, {"standard": RateLimit(5, 10)}, margin=MARGIN,
+                              max_replicas=4), token()
+    receipt = await ledger.charge(key, ["standard"], bulk=False)
+    assert isinstance(receipt, Receipt)
+    own_redis_server.stop()
+    await ledger.settle(receipt, "admitted")
+    assert "could not settle a send in Redis" in caplog.text
+    await ledger.aclose()
+
+
+async def test_replicas_share_the_probe_after_a_429(redis_server: RedisServer, inspect: Redis) -> None:
+    limits = {"standard": RateLimit(50, 1.0)}  # spaced 20 ms apart after a 429
+    first, second = (RedisLedger(redis_server.url, limits, margin=MARGIN, max_replicas=4) for _ in range(2))
+    key = token()
+    mode = f"aamcp:{{{key}}}:standard:mode"
+    await first.penalise(key, ["standard"], 1.0)
+    await anyio.sleep(1.05)  # the pause
+    probe = await first.charge(key, ["standard"], bulk=False)
+    assert isinstance(probe, Receipt)
+    assert int(await inspect.hget(mode, "probe")) == probe.shared
+    for _ in range(3):  # however often the other replica looks, it waits for the probe's answer
+        wait = await second.charge(key, ["standard"], bulk=False)
+        assert isinstance(wait, float) and 0 < wait <= 0.021
+        await anyio.sleep(wait)
+    await first.settle(probe, "admitted")
+    assert await inspect.hmget(mode, "probing", "probe", "probe_until") == [None, None, None]
+    with anyio.fail_after(1):
+        while not isinstance(wait := await second.charge(key, ["standard"], bulk=False), Receipt):
+            await anyio.sleep(wait)
+    await first.aclose()
+    await second.aclose()
