@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import math
 import multiprocessing
+import os
 import shutil
 import statistics
 import sys
@@ -419,10 +420,12 @@ SHORT_WINDOWS = (
 )
 
 
-def render(rows: list[LoadRow], traces: list[TraceRow], duration: float, command: str) -> str:
+def render(rows: list[LoadRow], traces: list[TraceRow], duration: float, command: str,
+           loads: tuple[float, float]) -> str:
     lines = [
         "## Pacing", "",
-        f"Produced by `{command}` on loopback (2 cores). Windows scaled down tenfold on both sides: "
+        f"Produced by `{command}` on loopback ({os.cpu_count()} cores shared with other work, 1-minute load average "
+        f"{loads[0]:.1f} at the start, {loads[1]:.1f} at the end). Windows scaled down tenfold on both sides: "
         f"`{format_rate_limits(LIMITS)}`; margin {MARGIN} s. {CALLERS} callers on one token, closed loop for "
         f"{duration:g} s each, {round(LOGS_SHARE * 100)} % of calls reading a log page (logs + standard), the rest "
         "reading a run (standard); every call has a 20 s budget.", "",
@@ -512,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         publish(render_outage(outages, args.duration, command_line("pacing.py", argv)), args.write)
         return 0
     rows: list[LoadRow] = []
+    load_before = os.getloadavg()[0]
     try:
         plain = [(Server(algorithm), replicas, shared) for algorithm in algorithms
                  for replicas, shared in ((1, False), (1, True), (3, True))]
@@ -525,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     for trace in traces:
         print(trace, flush=True)
 
-    publish(render(rows, traces, args.duration, command_line("pacing.py", argv)), args.write)
+    loads = (load_before, os.getloadavg()[0])
+    publish(render(rows, traces, args.duration, command_line("pacing.py", argv), loads), args.write)
     return 0
 
 
