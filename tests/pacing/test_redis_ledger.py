@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from agent_automation_mcp.api.credentials import Credentials
 from agent_automation_mcp.api.errors import RateLimitError
 from agent_automation_mcp.api.limits import RateLimit
+from agent_automation_mcp.api.pacer import Receipt
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import FifoPacer, MemoryLedger, create_pacer, redis_ledger
 from agent_automation_mcp.pacing.redis_ledger import RedisLedger
@@ -99,11 +100,13 @@ async def test_the_script_applies_the_same_rule_as_the_memory_ledger(redis_serve
     local = MemoryLedger(limits, margin=MARGIN)
     key = token()
     for ledger in (shared, local):
-        assert await ledger.charge(key, ["standard"], bulk=True) == 0
-        assert await ledger.charge(key, ["logs", "standard"], bulk=False) == 0
-        assert await ledger.charge(key, ["logs", "standard"], bulk=False) == 0
+        receipt = await ledger.charge(key, ["standard"], bulk=True)
+        assert isinstance(receipt, Receipt)
+        await ledger.settle(receipt, "admitted")  # answered at once: freed a window from now, not now + margin
+        assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
+        assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
         assert await ledger.charge(key, ["standard"], bulk=True) > 0  # bulk may fill 3 of 4
-        assert await ledger.charge(key, ["standard"], bulk=False) == 0
+        assert isinstance(await ledger.charge(key, ["standard"], bulk=False), Receipt)
         assert await ledger.charge(key, ["logs", "standard"], bulk=False) > 0  # all or nothing
     for ahead in range(6):
         for bulk in (False, True):
@@ -188,17 +191,17 @@ async def test_sends_made_while_cut_off_are_merged_into_a_redis_that_kept_its_lo
 async def test_many_tenants_at_once_wait_for_a_connection_rather_than_leave_redis(redis_server: RedisServer) -> None:
     """More calls in flight than the pool has connections (200 tenants on one replica) stay shared."""
     ledger = RedisLedger(redis_server.url, {"standard": RateLimit(60, 30.0)}, margin=MARGIN, max_replicas=4)
-    waits: list[float] = []
+    charged: list[Receipt | float] = []
 
     async def tenant() -> None:
-        waits.append(await ledger.charge(token(), ["standard"], bulk=False))
+        charged.append(await ledger.charge(token(), ["standard"], bulk=False))
 
     try:
         async with anyio.create_task_group() as tg:
             for _ in range(128):  # past redis-py's default pool of 100 and four times ours
                 tg.start_soon(tenant)
         assert not ledger.degraded
-        assert waits == [0.0] * 128
+        assert all(isinstance(receipt, Receipt) for receipt in charged) and len(charged) == 128
     finally:
         await ledger.aclose()
 
@@ -212,7 +215,7 @@ async def test_one_replica_carries_its_sends_back_once_however_many_calls_find_r
     try:
         own_redis_server.stop()
         for key in tokens:  # the first loses Redis; all are charged locally and wait to be carried
-            assert await ledger.charge(key, ["standard"], bulk=False) == 0.0
+            assert isinstance(await ledger.charge(key, ["standard"], bulk=False), Receipt)
         own_redis_server.start()
         async def charge(key: str) -> None:
             await ledger.charge(key, ["standard"], bulk=False)
@@ -223,3 +226,63 @@ async def test_one_replica_carries_its_sends_back_once_however_many_calls_find_r
         assert not await ledger.estimate(tokens[0], ["standard"], bulk=False, ahead=0)
     finally:
         await ledger.aclose()
+
+
+async def test_a_send_answered_is_settled_in_redis_at_its_answer_and_the_log_stays_in_order(
+        redis_server: RedisServer, inspect: Redis) -> None:
+    margin = 5.0  # far above a loopback round trip: every settle lowers its bound
+    ledger, key = RedisLedger(redis_server.url, {"standard": RateLimit(5, 10)}, margin=margin, max_replicas=4), token()
+    log = f"aamcp:{{{key}}}:standard"
+    receipts = [await ledger.charge(key, ["standard"], bulk=False) for _ in range(3)]
+    assert all(isinstance(r, Receipt) and r.shared is not None and r.local is None for r in receipts)
+    shared = [r.shared for r in receipts if isinstance(r, Receipt)]
+    assert [int(b) for b in await inspect.lrange(log, 0, -1)] == shared[::-1]  # bounds, largest first
+    departed = int(await inspect.hget(f"{log}:mode", "last"))
+    assert departed == shared[-1] - round(margin * 1_000_000)  # the newest departure, kept apart
+
+    await ledger.settle(receipts[2], "admitted")  # the newest, answered first
+    await ledger.settle(receipts[1], "unanswered")  # no answer: keeps its bound
+    bounds = [int(b) for b in await inspect.lrange(log, 0, -1)]
+    assert bounds == sorted(bounds, reverse=True)
+    assert bounds[0] == shared[1]
+    assert departed <= bounds[2] < shared[0]  # settled: between its departure and departure + margin
+    # The 3 logged and 2 more fill the 5: the next waits for the settled bound to leave the window (about 10 s),
+    # not for departure + margin (about 15 s).
+    assert 9 < await ledger.estimate(key, ["standard"], bulk=False, ahead=2) < 11
+    await ledger.aclose()
+
+
+async def test_settle_never_raises_when_redis_is_gone(own_redis_server: RedisServer,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="agent_automation_mcp.pacing")
+    ledger, key = RedisLedger(own_redis_server.url, {"standard": RateLimit(5, 10)}, margin=MARGIN,
+                              max_replicas=4), token()
+    receipt = await ledger.charge(key, ["standard"], bulk=False)
+    assert isinstance(receipt, Receipt)
+    own_redis_server.stop()
+    await ledger.settle(receipt, "admitted")
+    assert "could not settle a send in Redis" in caplog.text
+    await ledger.aclose()
+
+
+async def test_replicas_share_the_probe_after_a_429(redis_server: RedisServer, inspect: Redis) -> None:
+    limits = {"standard": RateLimit(50, 1.0)}  # spaced 20 ms apart after a 429
+    first, second = (RedisLedger(redis_server.url, limits, margin=MARGIN, max_replicas=4) for _ in range(2))
+    key = token()
+    mode = f"aamcp:{{{key}}}:standard:mode"
+    await first.penalise(key, ["standard"], 1.0)
+    await anyio.sleep(1.05)  # the pause
+    probe = await first.charge(key, ["standard"], bulk=False)
+    assert isinstance(probe, Receipt)
+    assert int(await inspect.hget(mode, "probe")) == probe.shared
+    for _ in range(3):  # however often the other replica looks, it waits for the probe's answer
+        wait = await second.charge(key, ["standard"], bulk=False)
+        assert isinstance(wait, float) and 0 < wait <= 0.021
+        await anyio.sleep(wait)
+    await first.settle(probe, "admitted")
+    assert await inspect.hmget(mode, "probing", "probe", "probe_until") == [None, None, None]
+    with anyio.fail_after(1):
+        while not isinstance(wait := await second.charge(key, ["standard"], bulk=False), Receipt):
+            await anyio.sleep(wait)
+    await first.aclose()
+    await second.aclose()

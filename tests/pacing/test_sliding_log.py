@@ -10,7 +10,7 @@ import pytest
 
 from agent_automation_mcp.api.limits import RateLimit
 from agent_automation_mcp.pacing import sliding_log
-from agent_automation_mcp.pacing.sliding_log import BucketLog, penalise, ready_at, try_charge
+from agent_automation_mcp.pacing.sliding_log import BucketLog, penalise, ready_at, settle, try_charge
 
 MARGIN = 0.25
 
@@ -25,8 +25,10 @@ def most_in_any_window(times: list[float], window: float) -> int:
     return max((sum(1 for u in times[i:] if u < t + window) for i, t in enumerate(times)), default=0)
 
 
-def run_greedy(buckets: list[BucketLog], demands: list[tuple[float, list[int]]]) -> list[list[float]]:
-    """Serve requests (arrival time, bucket indexes) in order, each at the earliest instant allowed."""
+def run_greedy(buckets: list[BucketLog], demands: list[tuple[float, list[int]]], *,
+               answered: bool = False) -> list[list[float]]:
+    """Serve requests (arrival time, bucket indexes) in order, each at the earliest instant allowed; `answered`:
+    each is answered as it leaves (a round trip of 0), else never."""
     sent: list[list[float]] = [[] for _ in buckets]
     clock = 0.0
     for arrival, used in demands:
@@ -34,6 +36,8 @@ def run_greedy(buckets: list[BucketLog], demands: list[tuple[float, list[int]]])
         chosen = [buckets[i] for i in used]
         while (wait := try_charge(chosen, clock)) > 0:
             clock += wait
+        if answered:
+            settle(chosen, clock + MARGIN, clock, "admitted")
         for i in used:
             sent[i].append(clock)
     return sent
@@ -77,7 +81,7 @@ def test_all_or_nothing_when_one_bucket_is_full() -> None:
 
     assert wait == pytest.approx(10.0 + MARGIN - 2.0)
     assert list(empty.sends) == []
-    assert list(full.sends) == [0.0, 1.0]
+    assert list(full.sends) == [0.0 + MARGIN, 1.0 + MARGIN]
 
 
 def test_bulk_fills_only_its_share_and_interactive_takes_the_rest() -> None:
@@ -107,7 +111,7 @@ def test_after_a_429_the_bucket_pauses_until_retry_after_then_spaces_evenly() ->
     assert pause == 4.0
     assert ready_at(buckets, 1.0) == 10.25  # the log itself still holds until then
     interval = sliding_log.spacing_interval(limit)
-    sent = run_greedy(buckets, [(1.0, [0])] * 6)[0]
+    sent = run_greedy(buckets, [(1.0, [0])] * 6, answered=True)[0]
     assert sent[0] == 10.25
     assert [round(b - a, 9) for a, b in itertools.pairwise(sent)] == [round(interval, 9)] * 5
     assert most_in_any_window(sent, limit.window) <= limit.count - 1  # no burst a window counter could refuse
@@ -119,6 +123,7 @@ def test_while_spacing_a_little_lateness_is_made_up_and_more_starts_the_slots_an
     interval, catch_up = sliding_log.spacing_interval(limit), sliding_log.catch_up(limit)
     penalise(buckets, 0.0, retry_after=1.0)
     assert try_charge(buckets, 1.0) == 0
+    settle(buckets, 1.0 + MARGIN, 1.0, "admitted")  # the probe is accepted
     late = 1.0 + interval + catch_up / 2  # woke up a little late
     assert try_charge(buckets, late) == 0
     assert ready_at(buckets, late) == pytest.approx(1.0 + 2 * interval)  # the schedule did not move
@@ -138,6 +143,7 @@ def test_sends_that_leave_late_keep_the_rate_and_never_crowd_a_window() -> None:
     for _ in range(400):
         clock = ready_at(buckets, clock) + rng.uniform(0, 0.2 * interval)  # every wake-up a little late
         assert try_charge(buckets, clock) == 0
+        settle(buckets, clock + MARGIN, clock, "admitted")
         sent.append(clock)
     assert sent[-1] - sent[0] < 400 * interval  # the lateness did not add up: the rate is the spacing's
     assert most_in_any_window(sent, limit.window) <= limit.count
@@ -200,7 +206,7 @@ def test_a_log_is_idle_once_it_can_no_longer_delay_anything() -> None:
 
 def test_a_replica_cut_off_paces_at_its_share_on_top_of_the_history_it_saw() -> None:
     log = BucketLog(RateLimit(12, 10.0), MARGIN, weight=3)  # one of 3 replicas
-    log.mirror([0.0] * 7, -math.inf, -math.inf, at=1.0)  # every replica's sends, as Redis last showed them
+    log.mirror([0.0 + MARGIN] * 7, -math.inf, -math.inf, 0.0, at=1.0)  # every replica's sends, as Redis showed them
     assert try_charge([log], 1.0) == 0 and try_charge([log], 1.0) > 0  # its third of the 5 left: 1
     assert ready_at([log], 1.0) == 10.25  # the rest only once the shared sends leave the window
     sent = run_greedy([log], [(10.25, [0])] * 8)[0]
@@ -209,7 +215,106 @@ def test_a_replica_cut_off_paces_at_its_share_on_top_of_the_history_it_saw() -> 
 
 def test_room_freed_since_the_shared_log_was_seen_counts_as_taken_when_it_is_lost() -> None:
     log = BucketLog(RateLimit(4, 10.0), MARGIN, weight=2)
-    log.mirror([0.0, 1.0, 2.0, 3.0], -math.inf, -math.inf, at=5.0)
+    log.mirror([0.0 + MARGIN, 1.0 + MARGIN, 2.0 + MARGIN, 3.0 + MARGIN], -math.inf, -math.inf, 3.0, at=5.0)
     log.assume_taken(10.5)  # the send at 0 left the window at 10.25, unseen: another replica may have taken it
-    assert list(log.sends)[-1] == 10.5
+    assert list(log.sends)[-1] == 10.5 + MARGIN
     assert ready_at([log], 10.5) == 12.25  # room for 2 (its weight) once 1.0 and 2.0 leave too; 11.25 without
+
+
+def test_a_send_answered_frees_its_slot_a_window_after_the_answer_not_after_departure_plus_margin() -> None:
+    (bucket,) = buckets = logs(RateLimit(2, 10.0))
+    assert try_charge(buckets, 0.0) == 0 and try_charge(buckets, 0.0) == 0
+    settle(buckets, MARGIN, 0.1, "admitted")  # answered 0.1 s after it left: the service stamped it by then
+    assert list(bucket.sends) == [0.1, MARGIN]
+    assert ready_at(buckets, 1.0) == pytest.approx(10.1)  # was 10.25
+    assert ready_at(buckets, 1.0, ahead=1) == pytest.approx(10.25)  # the other, never answered, keeps its bound
+    settle(buckets, MARGIN, 0.5, "admitted")  # an answer after the bound cannot raise it
+    assert list(bucket.sends) == [0.1, MARGIN]
+
+
+def test_a_send_without_an_answer_keeps_its_bound() -> None:
+    (bucket,) = buckets = logs(RateLimit(2, 10.0))
+    try_charge(buckets, 0.0)
+    settle(buckets, MARGIN, 0.1, "unanswered")
+    assert list(bucket.sends) == [MARGIN]
+
+
+def test_settled_bounds_stay_in_order_and_only_the_largest_are_kept() -> None:
+    (bucket,) = buckets = logs(RateLimit(3, 10.0))
+    for t in (0.0, 0.1, 0.2):
+        try_charge(buckets, t)
+    settle(buckets, 0.2 + MARGIN, 0.21, "admitted")  # the newest, answered first, drops below the others
+    assert list(bucket.sends) == pytest.approx([0.21, 0.25, 0.35])
+    assert ready_at(buckets, 1.0) == pytest.approx(10.21)
+    clock = ready_at(buckets, 1.0)
+    assert try_charge(buckets, clock) == 0
+    assert list(bucket.sends) == pytest.approx([0.25, 0.35, clock + MARGIN])  # the smallest bound left the log
+    settle(buckets, 0.0 + MARGIN, 0.05, "admitted")
+    assert list(bucket.sends) == pytest.approx([0.05, 0.35, clock + MARGIN])
+
+
+def test_settling_a_send_counted_several_times_lowers_every_copy() -> None:
+    log = BucketLog(RateLimit(4, 10.0), MARGIN, weight=2)  # a replica cut off from Redis, one of 2
+    try_charge([log], 0.0)
+    try_charge([log], 0.1)
+    settle([log], 0.1 + MARGIN, 0.2, "admitted")
+    assert list(log.sends) == pytest.approx([0.2, 0.2, MARGIN, MARGIN])
+    assert ready_at([log], 1.0) == pytest.approx(10.2)  # room for 2 once the two settled copies leave
+
+
+def test_spacing_and_stagger_count_from_the_last_departure_not_from_a_bound() -> None:
+    limit = RateLimit(4, 10.0)
+    (bucket,) = buckets = logs(limit)
+    for _ in range(4):
+        try_charge(buckets, 0.0)
+    clock = ready_at(buckets, 1.0)  # hot from here on: sends a stagger apart
+    try_charge(buckets, clock)
+    assert bucket.last_sent == clock
+    settle(buckets, clock + MARGIN, clock + 0.01, "admitted")
+    assert ready_at(buckets, clock) == pytest.approx(clock + sliding_log.stagger(limit))
+
+
+def test_after_a_429_one_probe_at_a_time_until_one_is_let_through() -> None:
+    limit = RateLimit(60, 30.0)
+    (bucket,) = buckets = logs(limit)
+    interval = sliding_log.spacing_interval(limit)
+    penalise(buckets, 0.0, retry_after=1.0)
+    assert try_charge(buckets, 1.0) == 0  # the probe
+    probe = 1.0 + MARGIN
+    assert bucket.probe == probe
+    later = 1.0 + 3 * interval  # spacing alone would let the next go long before
+    assert ready_at(buckets, later) == pytest.approx(later + interval)  # no answer yet: look again an interval on
+    penalise(buckets, later, retry_after=2.0)  # the probe was refused: the caller penalises, then settles
+    settle(buckets, probe, later, "refused")
+    assert bucket.probing and bucket.probe is None
+    assert try_charge(buckets, later + 2.0) == 0  # after the pause: the next probe
+    assert bucket.probe == later + 2.0 + MARGIN
+    settle(buckets, later + 2.0 + MARGIN, later + 2.1, "admitted")  # let through: even spacing from now on
+    assert not bucket.probing and bucket.probe is None
+    assert ready_at(buckets, later + 2.1) == pytest.approx(later + 2.0 + interval)
+
+
+def test_a_probe_whose_answer_is_lost_holds_its_bucket_back_at_most_its_lease() -> None:
+    limit = RateLimit(60, 30.0)
+    (bucket,) = buckets = logs(limit)
+    penalise(buckets, 0.0, retry_after=1.0)
+    try_charge(buckets, 1.0)
+    waits = []
+    clock = 1.0
+    while (wait := try_charge(buckets, clock)) > 0:  # bounded: each look is an interval on, and the lease ends
+        waits.append(wait)
+        clock += wait
+    assert clock == pytest.approx(1.0 + sliding_log.PROBE_LEASE)
+    assert max(waits) <= sliding_log.spacing_interval(limit) + 1e-9
+    assert bucket.probe == clock + MARGIN  # the send after the lease is the next probe
+
+
+def test_a_probe_that_never_got_an_answer_lets_the_next_send_probe_at_once() -> None:
+    limit = RateLimit(5, 10.0)
+    (bucket,) = buckets = logs(limit)
+    penalise(buckets, 0.0, retry_after=1.0)
+    try_charge(buckets, 1.0)
+    settle(buckets, 1.0 + MARGIN, 1.2, "unanswered")  # a connection error: nothing learned
+    assert bucket.probing and bucket.probe is None
+    assert list(bucket.sends) == [1.0 + MARGIN]
+    assert ready_at(buckets, 1.2) == pytest.approx(1.0 + sliding_log.spacing_interval(limit))

@@ -3,18 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """One charged send, handed back to `Pacer.settled` once its answer is in.
+
+    `local` is the stamp bound the send was logged with in this process's ledger (`time.monotonic()`), `shared`
+    the one in Redis (microseconds on Redis' clock); each is None where the send was not logged.
+    """
+
+    token_key: str
+    buckets: tuple[str, ...]
+    local: float | None = None
+    shared: int | None = None
 
 
 class Pacer(Protocol):
     async def acquire(self, token_key: str, buckets: Sequence[str], deadline: float | None, *,
-                      bulk: bool = False) -> None:
+                      bulk: bool = False) -> Receipt:
         """Wait until one request may be charged to every bucket at once, then charge it.
 
         `deadline` is a `time.monotonic()` instant; when the wait would pass it, raise
         `RateLimitError` with `retry_after` set, without charging anything. `bulk` requests (trace
         paging) must leave room for interactive ones on the same token.
         """
+        ...
+
+    async def settled(self, receipt: Receipt, status: int | None) -> None:
+        """The charged request was answered with `status` (so the service stamped it by now), or None: no answer
+        came (it may or may not have reached the service). After a 429, call `rate_limited` first. Never raises."""
         ...
 
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:

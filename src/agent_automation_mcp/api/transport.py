@@ -40,7 +40,7 @@ from .errors import (
 )
 from .observer import TransportObserver
 from .operations import Operation
-from .pacer import Pacer
+from .pacer import Pacer, Receipt
 from .text import excerpt, redact
 
 if TYPE_CHECKING:
@@ -111,9 +111,10 @@ class ApiTransport:
         while True:
             template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
             url = template.format(**path_values)
+            receipt = None
             if self.pacer is not None:
                 queued = time.monotonic()
-                await self.pacer.acquire(credentials.token_key, buckets, deadline, bulk=bulk)
+                receipt = await self.pacer.acquire(credentials.token_key, buckets, deadline, bulk=bulk)
                 if self.observer is not None:
                     self.observer.paced(time.monotonic() - queued)
             timeout = _attempt_timeout(self.settings.timeout, deadline)
@@ -122,6 +123,7 @@ class ApiTransport:
                 response = await self._request(op, url, params, json, headers, timeout, buckets)
             except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
                 # Never left this process: safe to send again whatever the operation.
+                await self._settled(receipt, None)
                 if retries < MAX_RETRIES and await _backoff(retries, deadline):
                     retries += 1
                     continue
@@ -129,6 +131,7 @@ class ApiTransport:
                 raise error_type(f"could not reach the service: {type(exc).__name__}", operation=op.name) from None
             except httpx2.TransportError as exc:
                 # May have reached the service (read timeout, dropped connection, broken response).
+                await self._settled(receipt, None)
                 if op.retry_safe and retries < MAX_RETRIES and await _backoff(retries, deadline):
                     retries += 1
                     continue
@@ -141,6 +144,7 @@ class ApiTransport:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
                 wait = (await self.pacer.rate_limited(credentials.token_key, buckets, retry_after)
                         if self.pacer is not None else (retry_after if retry_after is not None else 1.0))
+                await self._settled(receipt, status)  # only now: until the pause is set, a refused probe holds
                 # The pacer pauses at most so long; a longer Retry-After is answered now, not waited out in a call.
                 # (A second of slack: an HTTP-date Retry-After and the pacer's rounding may differ by a little.)
                 clamped = retry_after is not None and retry_after > wait + 1
@@ -156,6 +160,7 @@ class ApiTransport:
                                               "perhaps); other tools still work. Call again after "
                                               "retry_after_seconds, or tell the user.")
                 raise _error_from_response(op, response, secret, retry_after=wait)
+            await self._settled(receipt, status)
             if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
                 logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)
                 self._on_fallback.add(op.name)
@@ -172,6 +177,11 @@ class ApiTransport:
             if not 200 <= status < 300:
                 raise _error_from_response(op, response, secret)
             return _read(op, response, model)
+
+    async def _settled(self, receipt: Receipt | None, status: int | None) -> None:
+        """Tell the pacer how a charged send ended: an answer means the service has stamped it by now."""
+        if receipt is not None and self.pacer is not None:
+            await self.pacer.settled(receipt, status)
 
     async def _request(self, op: Operation, url: str, params: dict[str, str | int], json: Any,
                        headers: dict[str, str], seconds: float, buckets: Sequence[str]) -> httpx2.Response:

@@ -1,64 +1,75 @@
 -- Check-and-charge one send against several buckets of one token, atomically, on Redis' clock.
--- The same rule as sliding_log.py: the exact sliding log plus a margin, a pause and even spacing after a 429.
--- KEYS: per bucket, its log (send times in microseconds, newest first) and its mode hash.
--- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin,
+-- The same rule as sliding_log.py: the log of stamp bounds, a pause, probes and even spacing after a 429.
+-- KEYS: per bucket, its log (stamp bounds in microseconds, largest first) and its mode hash.
+-- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin, probe lease,
 --       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up.
--- Returns {1, now, views...} when charged, else {0, wait, now, views...}; times in microseconds. Per bucket a
--- view {pause_until, spacing_until, sends newest first...} lets the replica keep the shared log should Redis go.
+-- Returns {1, bound, now, views...} when charged (bound: what the send was logged with, for settle.lua), else
+-- {0, wait, now, views...}; times in microseconds. Per bucket a view {pause_until, spacing_until, last departure,
+-- bounds largest first...} lets the replica keep the shared log should Redis go.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local charge, ahead, margin = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local charge, ahead, margin, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local buckets = #KEYS / 2
 local ready = now
 local slots = {}  -- per bucket in spacing mode: the slot of its last send (see sliding_log.CATCH_UP)
+local probing = {}  -- per bucket: this send is its probe
 for i = 1, buckets do
-  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 3 + 6 * (i - 1)
+  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 6 * (i - 1)
   local limit, cap, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local interval, stagger, catch_up = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
-  local span = window + margin
   local at = now
   local first = redis.call('LINDEX', log, cap - 1 - ahead % cap)
-  if first then at = tonumber(first) + span end
-  at = at + math.floor(ahead / cap) * span
+  if first then at = tonumber(first) + window end
+  at = at + math.floor(ahead / cap) * (window + margin)
   if at > ready then ready = at end
-  local state = redis.call('HMGET', mode, 'pause_until', 'spacing_until', 'slot')
+  local state = redis.call('HMGET', mode, 'pause_until', 'spacing_until', 'slot', 'last', 'probing', 'probe_until')
   if state[1] and tonumber(state[1]) > ready then ready = tonumber(state[1]) end
-  local last = redis.call('LINDEX', log, 0)
+  local last = state[4] and tonumber(state[4])
   if state[2] and tonumber(state[2]) > now then
     local slot = -math.huge  -- when the last send was due: its slot, if it has one, else when it left
-    if last then slot = tonumber(last) end
+    if last then slot = last end
     if state[3] and tonumber(state[3]) >= slot - catch_up then slot = tonumber(state[3]) end
     slots[i] = slot
     at = slot + (ahead + 1) * interval
   elseif last then
     local oldest = redis.call('LINDEX', log, limit - 1)
-    if oldest and tonumber(oldest) > now - 2 * window - margin then
-      at = tonumber(last) + (ahead + 1) * stagger  -- a hot bucket: see sliding_log.stagger
+    if oldest and tonumber(oldest) > now - 2 * window then
+      at = last + (ahead + 1) * stagger  -- a hot bucket: see sliding_log.stagger
     end
   end
   if at > ready then ready = at end
+  if state[6] and tonumber(state[6]) > now then  -- no answer to the probe yet: look again an interval on
+    at = math.min(tonumber(state[6]), now + interval)
+    if at > ready then ready = at end
+  end
+  probing[i] = state[5] ~= false
 end
-if charge == 1 and ready <= now then
-  local stamp = string.format('%.0f', now)
+local charged = charge == 1 and ready <= now
+local bound = string.format('%.0f', now + margin)
+if charged then
+  local departed = string.format('%.0f', now)
   for i = 1, buckets do
-    local log, a = KEYS[2 * i - 1], 3 + 6 * (i - 1)
+    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 6 * (i - 1)
     local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
+    local keep = math.ceil((2 * window + margin) / 1000) + 1000  -- ms: the 429 handler looks two windows back
     if slots[i] then
       local slot = slots[i] + tonumber(ARGV[a + 4])
       if now - slot > tonumber(ARGV[a + 6]) then slot = now end
-      redis.call('HSET', KEYS[2 * i], 'slot', string.format('%.0f', slot))
+      redis.call('HSET', mode, 'slot', string.format('%.0f', slot))
     end
-    redis.call('LPUSH', log, stamp)
+    redis.call('HSET', mode, 'last', departed)
+    if probing[i] then redis.call('HSET', mode, 'probe', bound, 'probe_until', string.format('%.0f', now + lease)) end
+    if redis.call('PTTL', mode) < keep then redis.call('PEXPIRE', mode, keep) end  -- never shortens a 429's
+    redis.call('LPUSH', log, bound)  -- no smaller than any bound logged: those left earlier
     redis.call('LTRIM', log, 0, limit - 1)
-    -- kept two windows: the 429 handler asks whether this bucket was full lately
-    redis.call('PEXPIRE', log, math.ceil((2 * window + margin) / 1000) + 1000)
+    redis.call('PEXPIRE', log, keep)
   end
 end
 local reply = {0, ready - now, now}
-if charge == 1 and ready <= now then reply = {1, now, now} end
+if charged then reply = {1, tonumber(bound), now} end
 for i = 1, buckets do
-  local state = redis.call('HMGET', KEYS[2 * i], 'pause_until', 'spacing_until')
-  local view = {tonumber(state[1]) or 0, tonumber(state[2]) or 0}
+  local state = redis.call('HMGET', KEYS[2 * i], 'pause_until', 'spacing_until', 'last')
+  local view = {tonumber(state[1]) or 0, tonumber(state[2]) or 0, tonumber(state[3]) or 0}
   for _, sent in ipairs(redis.call('LRANGE', KEYS[2 * i - 1], 0, -1)) do view[#view + 1] = tonumber(sent) end
   reply[#reply + 1] = view
 end

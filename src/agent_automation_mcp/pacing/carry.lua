@@ -1,6 +1,7 @@
 -- Hand Redis the sends one replica made while it could not reach it, so that every replica counts them again.
--- KEYS: per bucket of one token, its log (send times in microseconds, newest first).
--- ARGV: margin, then per bucket: limit, window, n, then n ages (microseconds before now). Returns 0.
+-- KEYS: per bucket of one token, its log (stamp bounds in microseconds, largest first).
+-- ARGV: margin, then per bucket: limit, window, n, then n ages of those sends' bounds (microseconds before now;
+-- below 0 for a bound still ahead). Returns 0.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local margin, a = tonumber(ARGV[1]), 2

@@ -1,7 +1,8 @@
 """The pacer the client calls: first come, first served per (token, bucket set), waiting instead of failing.
 
 Waiters with the same token, buckets and kind (bulk or interactive) queue on one FIFO lock; only the head
-asks the ledger, and it sleeps until the exact instant the ledger names, never polling. Different bucket
+asks the ledger, and it sleeps until the exact instant the ledger names, never polling, or until a send of its
+token and buckets is settled here (an answer can free a slot earlier, or end a probe). Different bucket
 sets queue apart, so a call that needs only `standard` is not held up behind one waiting for `logs`, and
 bulk calls queue apart from interactive ones, which the ledger's bulk cap keeps room for.
 """
@@ -19,7 +20,8 @@ import anyio
 
 from ..api.errors import RateLimitError
 from ..api.limits import RateLimit
-from .ledger import Ledger, check_buckets
+from ..api.pacer import Receipt
+from .ledger import Ledger, Outcome, check_buckets
 
 WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or replicas that wake at one instant
 
@@ -28,6 +30,7 @@ WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or r
 class _Queue:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     tickets: dict[int, None] = field(default_factory=dict)  # waiters in arrival order (dicts keep it)
+    settled: anyio.Event = field(default_factory=anyio.Event)  # set when a send of these buckets is settled
 
     def ahead_of(self, ticket: int) -> int:
         return next(i for i, t in enumerate(self.tickets) if t == ticket)
@@ -43,7 +46,7 @@ class FifoPacer:
         self._tickets = itertools.count()
 
     async def acquire(self, token_key: str, buckets: Sequence[str], deadline: float | None, *,
-                      bulk: bool = False) -> None:
+                      bulk: bool = False) -> Receipt:
         names = check_buckets(self.limits, buckets)
         key = (token_key, names, bulk)
         queue = self._queues.get(key) or self._queues.setdefault(key, _Queue())
@@ -60,15 +63,27 @@ class FifoPacer:
                 wait = await self.ledger.estimate(token_key, names, bulk=bulk, ahead=queue.ahead_of(ticket))
                 raise self._too_long(names, wait)
             try:
-                while wait := await self.ledger.charge(token_key, names, bulk=bulk):
-                    self._check_deadline(names, wait, deadline)
-                    await anyio.sleep(wait + random.uniform(0, WAKE_JITTER))
+                while True:
+                    queue.settled = anyio.Event()  # before asking: a settle while the ledger answers is not missed
+                    charged = await self.ledger.charge(token_key, names, bulk=bulk)
+                    if isinstance(charged, Receipt):
+                        return charged
+                    self._check_deadline(names, charged, deadline)
+                    with anyio.move_on_after(charged + random.uniform(0, WAKE_JITTER)):
+                        await queue.settled.wait()
             finally:
                 queue.lock.release()
         finally:
             del queue.tickets[ticket]
             if not queue.tickets:
                 del self._queues[key]
+
+    async def settled(self, receipt: Receipt, status: int | None) -> None:
+        outcome: Outcome = "unanswered" if status is None else "refused" if status == 429 else "admitted"
+        await self.ledger.settle(receipt, outcome)
+        for (token_key, names, _), queue in self._queues.items():
+            if token_key == receipt.token_key and not set(names).isdisjoint(receipt.buckets):
+                queue.settled.set()
 
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
         return await self.ledger.penalise(token_key, check_buckets(self.limits, buckets), retry_after)

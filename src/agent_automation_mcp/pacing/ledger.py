@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..api.limits import RateLimit
+from ..api.pacer import Receipt
+
+# How a charged send ended: answered and let through (whatever the status), answered 429, or no answer came.
+Outcome = Literal["admitted", "refused", "unanswered"]
 
 
 class Ledger(Protocol):
     """Atomic check-and-charge over several buckets. Waiting and queueing are the pacer's job, not this one's."""
 
-    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> float:
-        """Charge one send to every bucket and return 0, or charge nothing and return the seconds to wait."""
+    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> Receipt | float:
+        """Charge one send to every bucket and return its receipt, or charge nothing and return the seconds to wait."""
+        ...
+
+    async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
+        """The charged send ended: if answered, lower its bound to now. Never raises."""
         ...
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:

@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from ..api.limits import RateLimit
+from ..api.pacer import Receipt
 from . import sliding_log
+from .ledger import Outcome
 from .sliding_log import BucketLog
 
 SWEEP_EVERY: Final = 60.0  # seconds between passes that forget idle (token, bucket) logs
@@ -40,10 +42,27 @@ class MemoryLedger:
     def all_logs(self) -> list[BucketLog]:
         return list(self._logs.values())
 
-    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> float:
+    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> Receipt | float:
         now = self._clock()
         self.sweep(now)
-        return sliding_log.try_charge(self.bucket_logs(token_key, buckets), now, bulk=bulk)
+        if wait := sliding_log.try_charge(self.bucket_logs(token_key, buckets), now, bulk=bulk):
+            return wait
+        return self._receipt(token_key, buckets, now)
+
+    def record(self, token_key: str, buckets: Sequence[str]) -> Receipt:
+        """Log a send another ledger admitted just now, without asking this one."""
+        now = self._clock()
+        for log in self.bucket_logs(token_key, buckets):
+            log.charge(now)
+        return self._receipt(token_key, buckets, now)
+
+    def _receipt(self, token_key: str, buckets: Sequence[str], charged_at: float) -> Receipt:
+        return Receipt(token_key, tuple(buckets), local=charged_at + self.margin)  # the bound BucketLog.charge logs
+
+    async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
+        if receipt.local is not None:
+            sliding_log.settle(self.bucket_logs(receipt.token_key, receipt.buckets), receipt.local, self._clock(),
+                               outcome)
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
         now = self._clock()

@@ -15,6 +15,7 @@ import math
 import random
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib.resources import files
 from typing import Final, Literal
 
@@ -26,7 +27,9 @@ from redis.exceptions import ConnectionError as BrokenConnection
 from redis.exceptions import RedisError
 
 from ..api.limits import RateLimit
+from ..api.pacer import Receipt
 from . import sliding_log
+from .ledger import Outcome
 from .memory import MemoryLedger
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,9 @@ _US: Final = 1_000_000
 _ACQUIRE: Final = files(__package__).joinpath("acquire.lua").read_text()
 _PENALISE: Final = files(__package__).joinpath("penalise.lua").read_text()
 _CARRY: Final = files(__package__).joinpath("carry.lua").read_text()
+_SETTLE: Final = files(__package__).joinpath("settle.lua").read_text()
+_OUTCOMES: Final[dict[Outcome | Literal["never sent"], int]] = {  # as settle.lua numbers them
+    "admitted": 0, "refused": 1, "unanswered": 2, "never sent": 3}
 _UNREACHABLE: Final = (RedisError, OSError, TimeoutError)
 
 Route = Literal["shared", "rejoining", "local"]
@@ -82,9 +88,10 @@ class RedisLedger:
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._penalise = self._redis.register_script(_PENALISE)
         self._carry = self._redis.register_script(_CARRY)
+        self._settle = self._redis.register_script(_SETTLE)
         self._retry_redis_at: float | None = None  # set while Redis is unreachable
         self._rejoined_until: float | None = None  # set while pacing at the share after Redis came back
-        self._unshared: dict[str, dict[str, list[float]]] = {}  # token -> bucket -> sends Redis has not seen
+        self._unshared: dict[str, dict[str, list[float]]] = {}  # token -> bucket -> bounds Redis has not seen
         self._carrying = False  # a call is handing Redis those sends
         self._rejoining = anyio.Lock()
 
@@ -93,7 +100,7 @@ class RedisLedger:
         """Pacing locally at this replica's share."""
         return self._retry_redis_at is not None or self._rejoined_until is not None
 
-    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> float:
+    async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> Receipt | float:
         route = await self._route()
         if route == "shared":
             try:
@@ -106,21 +113,27 @@ class RedisLedger:
                 if wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0):
                     return wait
                 try:
-                    wait = await self._charge(token_key, buckets, bulk, mirror=False)
+                    shared = await self._charge(token_key, buckets, bulk, mirror=False)
                 except _UNREACHABLE as exc:
                     self._lost(exc)
                 else:
-                    if not wait:
-                        for log in self.local.bucket_logs(token_key, buckets):
-                            log.charge(time.monotonic())
-                    return wait
-        wait = await self.local.charge(token_key, buckets, bulk=bulk)
-        if not wait:
+                    if isinstance(shared, Receipt):
+                        return replace(shared, local=self.local.record(token_key, buckets).local)
+                    return shared
+        charged = await self.local.charge(token_key, buckets, bulk=bulk)
+        if isinstance(charged, Receipt) and charged.local is not None:
             now, sent = time.monotonic(), self._unshared.setdefault(token_key, {})
             for bucket in buckets:  # only the last two windows can matter to Redis (see acquire.lua)
                 kept = 2 * self.limits[bucket].window + self.margin
-                sent[bucket] = [*(t for t in sent.get(bucket, ()) if now - t < kept), now]
-        return wait
+                sent[bucket] = [*(t for t in sent.get(bucket, ()) if now - t < kept), charged.local]
+        return charged
+
+    async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
+        """Settle the send in each ledger it was logged in. In Redis only while Redis answers; else (or should
+        this fail) the send keeps its bound there, which is safe. Bounds not yet carried into Redis stay too."""
+        await self.local.settle(receipt, outcome)
+        if receipt.shared is not None and self._retry_redis_at is None:
+            await self._settle_shared(receipt.token_key, receipt.buckets, receipt.shared, outcome)
 
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
         if await self._route() == "shared":
@@ -137,7 +150,7 @@ class RedisLedger:
         if await self._route() != "local":
             pause = -1 if retry_after is None else round(sliding_log.clamp_pause(retry_after) * _US)
             args = [pause, random.random(), *(round(x * _US) for x in (
-                self.margin, sliding_log.SPACING_SECONDS, sliding_log.STRIKE_MEMORY, sliding_log.MIN_PAUSE,
+                sliding_log.SPACING_SECONDS, sliding_log.STRIKE_MEMORY, sliding_log.MIN_PAUSE,
                 sliding_log.BACKOFF_CAP))]
             for bucket in buckets:
                 args += [self.limits[bucket].count, round(self.limits[bucket].window * _US)]
@@ -160,7 +173,8 @@ class RedisLedger:
         await self._redis.aclose()
         await self.local.aclose()
 
-    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool, *, mirror: bool) -> float:
+    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool, *,
+                      mirror: bool) -> Receipt | float:
         keys = bucket_keys(token_key, buckets)
         # Shielded: once the script has run, its answer must come back, or a cancelled caller stays charged.
         with anyio.CancelScope(shield=True):
@@ -173,21 +187,19 @@ class RedisLedger:
             await anyio.lowlevel.checkpoint()  # the caller was cancelled meanwhile: give the send back
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._refund(keys[::2], value)
+                await self._settle_shared(token_key, buckets, value, "never sent")
             raise
-        return 0.0
+        return Receipt(token_key, tuple(buckets), shared=value)
 
-    async def _refund(self, logs: list[str], stamp: int) -> None:
+    async def _settle_shared(self, token_key: str, buckets: Sequence[str], bound: int,
+                             outcome: Outcome | Literal["never sent"]) -> None:
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                for log in logs:
-                    pipe.lrem(log, 1, stamp)
-                await pipe.execute()
+            await self._settle(keys=bucket_keys(token_key, buckets), args=[bound, _OUTCOMES[outcome]])
         except _UNREACHABLE as exc:
-            logger.debug("could not give back a cancelled send: %s", exc)
+            logger.debug("could not settle a send in Redis; it keeps its bound there: %s", exc)
 
     def _args(self, buckets: Sequence[str], bulk: bool, charge: int, ahead: int) -> list[int | float]:
-        args: list[int | float] = [charge, ahead, round(self.margin * _US)]
+        args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US)]
         for bucket in buckets:
             limit = self.limits[bucket]
             args += [limit.count, sliding_log.bulk_cap(limit) if bulk else limit.count, round(limit.window * _US),
@@ -204,10 +216,10 @@ class RedisLedger:
         def local_time(stamp: int) -> float:
             return stamp / _US + offset if stamp else -math.inf
 
-        for log, (pause_until, spacing_until, *sends) in zip(self.local.bucket_logs(token_key, buckets), views,
-                                                             strict=True):
-            log.mirror([local_time(sent) for sent in reversed(sends)], local_time(pause_until),
-                       local_time(spacing_until), now)
+        for log, (pause_until, spacing_until, last_sent, *bounds) in zip(
+                self.local.bucket_logs(token_key, buckets), views, strict=True):
+            log.mirror([local_time(bound) for bound in reversed(bounds)], local_time(pause_until),
+                       local_time(spacing_until), local_time(last_sent), now)
 
     async def _route(self) -> Route:
         """Where to pace now. Rejoins Redis when due: carries the sends made meanwhile, then keeps the local share

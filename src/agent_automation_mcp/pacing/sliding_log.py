@@ -1,22 +1,31 @@
 """The pacing rule, on a clock value: pure, so it can be tested without sleeping.
 
-"At most N sends in any W seconds", kept exactly (a log of the last N send times) plus a margin, is the
-most permissive rule that is still safe against a fixed window of any alignment and against a sliding log,
-whatever window the service keeps. The one server model it cannot satisfy, the sliding-window
-counter, is learned from its first 429: the bucket switches to even spacing and pauses until Retry-After.
-The Redis script (`acquire.lua`, `penalise.lua`) applies the same rule with the same constants.
+"At most N sends in any W seconds", kept exactly, is the most permissive rule that is still safe against a
+fixed window of any alignment and against a sliding log, whatever window the service keeps. The log holds, per
+send, the latest instant the service can have stamped it: its departure plus a margin (the service's own
+queueing), lowered to the instant its answer came back once it has (the service stamps a request before it
+answers). A send may go once N of those bounds are W behind it.
+
+The one server model the log cannot satisfy, the sliding-window counter, is learned from its first 429: the
+bucket pauses (Retry-After, or a backoff), then sends one probe at a time until one is accepted, then spaces
+its sends evenly. The Redis scripts (`acquire.lua`, `penalise.lua`, `settle.lua`) apply the same rule with the
+same constants.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..api.limits import RateLimit
+
+if TYPE_CHECKING:
+    from .ledger import Outcome
 
 HOT_STAGGER: Final = 0.25  # a hot bucket spreads each window's sends over this share of it (see `stagger`)
 # Bulk readers (trace paging) may fill this share of a bucket; the rest stays for interactive calls. 5/6 of 60
@@ -32,6 +41,11 @@ MIN_PAUSE: Final = 1.0  # Retry-After is clamped to [MIN_PAUSE, MAX_PAUSE]; a 0 
 MAX_PAUSE: Final = 120.0
 BACKOFF_CAP: Final = 30.0  # without Retry-After: full-jitter exponential backoff, 1 s, 2 s, 4 s ... capped here
 STRIKE_MEMORY: Final = 60.0  # a 429 this long after the previous one starts the backoff over
+# While a probe is out, the bucket's next send waits for its answer at most this long: a lost answer or a dead
+# replica holds the bucket back no longer than that. Well above a round trip to the service (the slowest usual
+# answer takes about a second), well below a call's budget, so a slow probe is not overtaken and a lost one
+# costs a call a few seconds, not its budget.
+PROBE_LEASE: Final = 5.0
 
 
 def bulk_cap(limit: RateLimit) -> int:
@@ -73,7 +87,7 @@ def backoff(strikes: int, rng: random.Random | None = None) -> float:
 
 @dataclass(slots=True)
 class BucketLog:
-    """One (token, bucket): its recent send times and what the last 429s taught us.
+    """One (token, bucket): the stamp bounds of its recent sends and what the last 429s taught us.
 
     Each send of this process counts `weight` times: a replica cut off from the others paces at 1/weight of the
     limit, on top of the sends of every replica it last saw (`mirror`).
@@ -82,58 +96,89 @@ class BucketLog:
     limit: RateLimit
     margin: float
     weight: int = 1
-    sends: deque[float] = field(init=False)  # oldest first, at most `limit.count`
+    # The latest instants the service can have stamped the recent sends, in order: the `limit.count` largest
+    # (the only ones the rule reads). A settled send's bound can drop below later ones.
+    sends: deque[float] = field(init=False)
+    last_sent: float = -math.inf  # the newest departure: spacing and stagger are about departures
     pause_until: float = -math.inf
     spacing_until: float = -math.inf
     strikes: int = 0
     last_429: float = -math.inf
     slot: float = -math.inf  # while spacing: when the last send was due (see CATCH_UP)
     seen: float = -math.inf  # when `sends` last mirrored the shared log
+    probing: bool = False  # after a 429: one send at a time until one is accepted
+    probe: float | None = None  # the bound of the probe that is out
+    probe_until: float = -math.inf  # when the bucket stops waiting for its answer (see PROBE_LEASE)
 
     def __post_init__(self) -> None:
         self.sends = deque(maxlen=self.limit.count)
 
     def ready_at(self, now: float, *, bulk: bool = False, ahead: int = 0) -> float:
         """The earliest instant the send after `ahead` queued ones may go (a lower bound when ahead > 0)."""
-        span = self.limit.window + self.margin
+        window = self.limit.window
         cap = bulk_cap(self.limit) if bulk else self.limit.count
         rounds, slot = divmod((ahead + 1) * min(self.weight, cap) - 1, cap)
         index = len(self.sends) - cap + slot  # the send whose window must pass first
-        ready = self.sends[index] + span if index >= 0 else now
-        ready = max(now, ready + rounds * span, self.pause_until)
+        ready = self.sends[index] + window if index >= 0 else now
+        ready = max(now, ready + rounds * (window + self.margin), self.pause_until)
         if self.spacing_until > now:
             ready = max(ready, self._spaced_from() + (ahead + 1) * self.weight * spacing_interval(self.limit))
         elif self.busy(now):
-            ready = max(ready, self.sends[-1] + (ahead + 1) * self.weight * stagger(self.limit))
+            ready = max(ready, self.last_sent + (ahead + 1) * self.weight * stagger(self.limit))
+        if self.probe_until > now:  # no answer to the probe yet: look again an interval on (see PROBE_LEASE)
+            ready = max(ready, min(self.probe_until, now + spacing_interval(self.limit)))
         return ready
 
     def charge(self, at: float) -> None:
+        """Log a send leaving at `at` with the bound `at + margin`; while probing, it is the probe."""
         if self.spacing_until > at:
             due = self._spaced_from() + self.weight * spacing_interval(self.limit)
             self.slot = due if at - due <= self.weight * catch_up(self.limit) else at
-        self.sends.extend([at] * self.weight)
+        bound = at + self.margin  # no smaller than any logged bound: those left earlier
+        self.sends.extend([bound] * self.weight)
+        self.last_sent = at
+        if self.probing:
+            self.probe, self.probe_until = bound, at + PROBE_LEASE
 
-    def mirror(self, sends: Iterable[float], pause_until: float, spacing_until: float, at: float) -> None:
-        """Take the shared log as every replica left it (oldest first, on this clock), seen at `at`."""
+    def settle(self, bound: float, now: float, outcome: Outcome) -> None:
+        """The send logged with `bound` ended at `now`. If it was answered, the service stamped it by then.
+
+        A probe the service let through ends the probing; any other end of a probe lets the next send probe
+        (after a 429 the caller has already called `penalise`, so that pause holds it back first).
+        """
+        if outcome != "unanswered" and now < bound:
+            copies = min(self.weight, self.sends.count(bound))  # none once newer bounds pushed it out
+            for _ in range(copies):
+                self.sends.remove(bound)
+            for _ in range(copies):
+                bisect.insort(self.sends, now)
+        if self.probe == bound:
+            self.probe, self.probe_until = None, -math.inf
+            self.probing = outcome != "admitted"
+
+    def mirror(self, sends: Iterable[float], pause_until: float, spacing_until: float, last_sent: float,
+               at: float) -> None:
+        """Take the shared log as every replica left it (bounds in order, on this clock), seen at `at`."""
         self.sends.clear()
         self.sends.extend(sends)
-        self.pause_until, self.spacing_until, self.seen = pause_until, spacing_until, at
+        self.pause_until, self.spacing_until, self.last_sent, self.seen = pause_until, spacing_until, last_sent, at
 
     def assume_taken(self, now: float) -> None:
         """The shared log is lost at `now`: the room that freed since it was last seen may have gone to other
         replicas, unseen here, so count it as taken now."""
-        span = self.limit.window + self.margin
-        freed = sum(1 for sent in self.sends if self.seen < sent + span <= now)
-        self.sends.extend([now] * freed)
+        freed = sum(1 for bound in self.sends if self.seen < bound + self.limit.window <= now)
+        if freed:
+            self.sends.extend([now + self.margin] * freed)
+            self.last_sent = max(self.last_sent, now)
 
     def _spaced_from(self) -> float:
         """When the last send was due: its slot, if it has one, else when it left."""
-        last = self.sends[-1] if self.sends else -math.inf
+        last = self.last_sent
         return self.slot if self.slot >= last - self.weight * catch_up(self.limit) else last
 
     def busy(self, now: float) -> bool:
         """N sends in the last two windows: only then can this bucket be why a window server said 429."""
-        return len(self.sends) == self.limit.count and self.sends[0] > now - 2 * self.limit.window - self.margin
+        return len(self.sends) == self.limit.count and self.sends[0] > now - 2 * self.limit.window
 
     def penalise(self, now: float, retry_after: float | None, rng: random.Random | None = None) -> float:
         """Switch to even spacing and pause; return the pause in seconds."""
@@ -142,12 +187,13 @@ class BucketLog:
         pause = clamp_pause(retry_after) if retry_after is not None else backoff(self.strikes, rng)
         self.pause_until = max(self.pause_until, now + pause)
         self.spacing_until = now + SPACING_SECONDS
+        self.probing, self.probe, self.probe_until = True, None, -math.inf
         return self.pause_until - now
 
     def idle(self, now: float) -> bool:
         """Nothing here can affect a future send any more, so the log may be forgotten."""
-        last = self.sends[-1] if self.sends else -math.inf
-        return max(last + 2 * self.limit.window + self.margin, self.pause_until, self.spacing_until) <= now
+        return max(self.last_sent + 2 * self.limit.window + self.margin, self.pause_until, self.spacing_until,
+                   self.probe_until) <= now
 
 
 def ready_at(logs: Iterable[BucketLog], now: float, *, bulk: bool = False, ahead: int = 0) -> float:
@@ -163,6 +209,11 @@ def try_charge(logs: list[BucketLog], now: float, *, bulk: bool = False) -> floa
     for log in logs:
         log.charge(now)
     return 0.0
+
+
+def settle(logs: Iterable[BucketLog], bound: float, now: float, outcome: Outcome) -> None:
+    for log in logs:
+        log.settle(bound, now, outcome)
 
 
 def penalise(logs: list[BucketLog], now: float, retry_after: float | None,
