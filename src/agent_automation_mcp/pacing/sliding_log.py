@@ -14,7 +14,6 @@ same constants.
 
 from __future__ import annotations
 
-import bisect
 import math
 import random
 from collections import deque
@@ -147,11 +146,16 @@ class BucketLog:
         (after a 429 the caller has already called `penalise`, so that pause holds it back first).
         """
         if outcome != "unanswered" and now < bound:
-            copies = min(self.weight, self.sends.count(bound))  # none once newer bounds pushed it out
+            # Only bounds at or after `now` can be unsettled sends of the last margin's time: lift those off the
+            # end, so a long log (a large limit) costs no more than a short one, and put them back in order.
+            later: list[float] = []
+            while self.sends and self.sends[-1] >= now:
+                later.append(self.sends.pop())
+            copies = min(self.weight, later.count(bound))  # none once newer bounds pushed it out
             for _ in range(copies):
-                self.sends.remove(bound)
-            for _ in range(copies):
-                bisect.insort(self.sends, now)
+                later.remove(bound)
+            self.sends.extend([now] * copies)
+            self.sends.extend(reversed(later))
         if self.probe == bound:
             self.probe, self.probe_until = None, -math.inf
             self.probing = outcome != "admitted"
