@@ -130,6 +130,12 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
                      "work per call (its CPU per call in the same row), which the bare server does not do: the Host, "
                      "Origin and token checks, pacing, the typed model of the answer and the error shape; at "
                      "concurrency 1 the rate is one call's round trip, so every part of that work shows in it.")
+    spreads = [(max(rates) - min(rates)) / statistics.median(rates) for r in rows
+               if (rates := [load.rate for load in r.loads]) and statistics.median(rates)]
+    if spreads:
+        lines.append(f"- Noise: the rounds of one target in one cell spread over {statistics.median(spreads):.0%} of "
+                     f"their median (max - min; up to {max(spreads):.0%}), so a difference between two columns "
+                     "smaller than that is not shown to be real.")
     lines += [
         "- On 2 shared cores the load process (an SDK `Client` per tenant, parsing every answer) is often the "
         "bottleneck, and other work shifts the rates from row to row: the CPU per call of each server process is "
