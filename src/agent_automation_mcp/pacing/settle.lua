@@ -14,10 +14,16 @@ for i = 1, #KEYS / 2 do
   if outcome == 3 then
     redis.call('LREM', log, 1, stamp)
   elseif outcome < 2 and now < tonumber(stamp) and redis.call('LREM', log, 1, stamp) == 1 then
-    local below = false  -- the first bound below now: the settled one goes before it, keeping the order
-    for _, bound in ipairs(redis.call('LRANGE', log, 0, -1)) do
-      if tonumber(bound) < now then below = bound break end
-    end
+    -- The first bound below now: the settled one goes before it, keeping the order. Read from the largest in
+    -- short runs, as only the sends of the last margin's time lie above it, however long the log (a large limit).
+    local below, from, run = false, 0, {}
+    repeat
+      run = redis.call('LRANGE', log, from, from + 31)
+      for _, bound in ipairs(run) do
+        if tonumber(bound) < now then below = bound break end
+      end
+      from = from + 32
+    until below or #run < 32
     if below then redis.call('LINSERT', log, 'BEFORE', below, settled) else redis.call('RPUSH', log, settled) end
     if ttl > 0 then redis.call('PEXPIRE', log, ttl) end  -- a log of one was deleted by LREM and made anew
   end
