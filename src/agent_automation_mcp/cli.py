@@ -206,7 +206,8 @@ def serve(args: argparse.Namespace) -> int:
 
             metrics = Metrics()
         server = build_server(api, settings, callers=callers, log_level=args.log_level,
-                              max_tenant_calls=remote.max_tenant_calls, observer=metrics)
+                              max_tenant_calls=remote.max_tenant_calls, observer=metrics,
+                              state_keys=remote.state_keys)
         tools = ", ".join(spec.name for spec in server.tool_specs)
         logging.getLogger(__name__).info("toolsets %s%s: %s", ",".join(settings.toolsets),
                                          " (read-only)" if settings.read_only else "", tools)
