@@ -83,7 +83,7 @@ class Outcome:
 def config_text(name: str) -> str:
     text = SHIPPED.read_text()
     if name == "plain":
-        text = "\n".join(line for line in text.splitlines() if not line.strip().startswith(RETRY_LINES))
+        text = "".join(line for line in text.splitlines(keepends=True) if not line.strip().startswith(RETRY_LINES))
     return text
 
 
