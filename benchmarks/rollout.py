@@ -1,6 +1,6 @@
 """Rolling restart benchmark: replicas restarted one by one behind HAProxy under load; how many calls are lost.
 
-    .venv/bin/python benchmarks/rollout.py [--tenants 20] [--rate 40] [--duration 75]
+    .venv/bin/python benchmarks/rollout.py [--tenants 20] [--rate 40] [--duration 120]
                                            [--configs shipped,plain] [--write docs/benchmarks.md]
 
 One sandbox with a token per tenant, one redis-server, 3 replicas of our server (`--auth request`, the same
@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=20)
     parser.add_argument("--rate", type=float, default=40.0, help="calls a second all tenants offer together")
-    parser.add_argument("--duration", type=float, default=75.0, help="seconds of load per config")
+    parser.add_argument("--duration", type=float, default=120.0,
+                        help="seconds of load per config (the restarts must end within it)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"from {', '.join(CONFIGS)}")
     parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
     args = parser.parse_args(argv)

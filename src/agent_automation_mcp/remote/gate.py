@@ -88,7 +88,8 @@ class McpGate:
         """An answer given while the replica drains closes its connection, so no balancer reuses it for more."""
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start" and self.lifecycle.draining:
-                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+                kept = [(name, value) for name, value in message.get("headers", []) if name.lower() != b"connection"]
+                message = {**message, "headers": [*kept, (b"connection", b"close")]}
             await send(message)
         return sending
 
