@@ -103,9 +103,9 @@ class ServerProcess:
         self._stderr.close()
 
 
-def mcp_server(name: str, env: Mapping[str, str], *args: str) -> ServerProcess:
-    """`agent-automation-mcp serve --transport http` on a free port."""
-    port = free_port()
+def mcp_server(name: str, env: Mapping[str, str], *args: str, port: int | None = None) -> ServerProcess:
+    """`agent-automation-mcp serve --transport http` on `port` (a free one by default)."""
+    port = port or free_port()
     return ServerProcess(name, [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
                                 "--port", str(port), *args], port, env)
 

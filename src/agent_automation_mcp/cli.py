@@ -86,7 +86,7 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calls one token may have in flight at once (default 16; "
                              "env AGENT_AUTOMATION_MAX_TENANT_CALLS)")
     parser.add_argument("--shutdown-grace", type=_seconds,
-                        help="HTTP: on SIGTERM, seconds to let calls in flight finish (default 25; "
+                        help="HTTP: on SIGTERM, seconds to let calls in flight finish (default 60; "
                              "env AGENT_AUTOMATION_SHUTDOWN_GRACE)")
     parser.add_argument("--sandbox", action="store_true",
                         help="start the local simulator in-process and use it instead of the real service")
@@ -206,7 +206,8 @@ def serve(args: argparse.Namespace) -> int:
 
             metrics = Metrics()
         server = build_server(api, settings, callers=callers, log_level=args.log_level,
-                              max_tenant_calls=remote.max_tenant_calls, observer=metrics)
+                              max_tenant_calls=remote.max_tenant_calls, observer=metrics,
+                              state_keys=remote.state_keys)
         tools = ", ".join(spec.name for spec in server.tool_specs)
         logging.getLogger(__name__).info("toolsets %s%s: %s", ",".join(settings.toolsets),
                                          " (read-only)" if settings.read_only else "", tools)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .api.settings import first_set, number_setting, parse_flag
 from .tools.registry import DEFAULT_TOOLSETS, parse_toolsets
@@ -45,7 +45,10 @@ class ServerSettings:
 AUTH_MODES = ("request", "env")
 DEFAULT_TENANT_CALLS = 16  # calls one token may have in flight on one server
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-DEFAULT_SHUTDOWN_GRACE = 25.0
+# Covers the longest call a tool may make (get_agent_run waiting 50 s, then its last poll: 54 s, tools/runs.py) and
+# its answer; tests/remote/test_drain.py holds this, the Deployment's grace and the call budgets together.
+DEFAULT_SHUTDOWN_GRACE = 60.0
+MIN_STATE_KEY_CHARS = 32
 
 
 def parse_auth(value: str | None) -> str | None:
@@ -63,6 +66,19 @@ def parse_list(value: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (value or "").split(",") if item.strip())
 
 
+def parse_state_keys(value: str | None) -> tuple[str, ...]:
+    """The keys that seal a confirmation's continuation, newest first; the message never quotes a key."""
+    keys = parse_list(value)
+    for number, key in enumerate(keys, 1):
+        if len(key) < MIN_STATE_KEY_CHARS:
+            raise ValueError(f"AGENT_AUTOMATION_STATE_KEYS: key {number} has {len(key)} characters, it needs at least "
+                             f"{MIN_STATE_KEY_CHARS} of random text (python3 -c 'import secrets; "
+                             "print(secrets.token_hex(32))')")
+    if len(set(keys)) != len(keys):
+        raise ValueError("AGENT_AUTOMATION_STATE_KEYS: a key is listed twice")
+    return keys
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteSettings:
     """How the Streamable HTTP transport serves: who the caller is, which Host and Origin headers it accepts,
@@ -74,6 +90,8 @@ class RemoteSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_tenant_calls: int = DEFAULT_TENANT_CALLS
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    # Every replica behind one balancer needs the same keys (a Secret): the first seals, every one opens.
+    state_keys: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -88,4 +106,5 @@ class RemoteSettings:
                                             minimum=1),
             shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
                                           minimum=0),
+            state_keys=parse_state_keys(first_set(env, "AGENT_AUTOMATION_STATE_KEYS")),
         )

@@ -7,7 +7,7 @@ import logging
 import math
 import time
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final, Literal, Protocol
 
@@ -30,6 +30,7 @@ from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
 from .pacing import create_pacer
 from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
+from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
 from .tools.registry import narrowed, offered_names, select_tools
@@ -76,6 +77,9 @@ class CallObserver(TransportObserver, Protocol):
 
     def call_finished(self, tool: str, outcome: str, seconds: float) -> None: ...
 
+    def call_paused(self, tool: str, seconds: float) -> None:
+        """The call asked the user (2026-07-28) and ends here; the answer comes back as a new call."""
+
 
 class AgentAutomationServer(MCPServer[ServerState]):
     """An `MCPServer` offering exactly the tools `select_tools` allows, with one error shape for every failure.
@@ -86,7 +90,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
 
     def __init__(self, api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
                  log_level: LogLevel = "WARNING", max_tenant_calls: int = DEFAULT_TENANT_CALLS,
-                 observer: CallObserver | None = None) -> None:
+                 observer: CallObserver | None = None, state_keys: Sequence[str] = ()) -> None:
         self.api_settings = api
         self.server_settings = settings
         self.tool_specs: tuple[ToolSpec, ...] = tuple(select_tools(settings))
@@ -101,7 +105,8 @@ class AgentAutomationServer(MCPServer[ServerState]):
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
-                         cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing])
+                         cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing],
+                         request_state_security=continuation_security(state_keys))
         # Capabilities follow the handlers registered; this server has no resources or prompts, so it does not
         # answer (or advertise) their methods. The SDK has no public way to leave them out.
         handlers = self._lowlevel_server._request_handlers
@@ -169,9 +174,13 @@ class AgentAutomationServer(MCPServer[ServerState]):
             seconds = time.monotonic() - started
             outcome = _outcome(result)
             if self.observer is not None:
-                self.observer.call_finished(name, outcome, seconds)
+                if outcome == PAUSED:
+                    self.observer.call_paused(name, seconds)
+                else:
+                    self.observer.call_finished(name, outcome, seconds)
+            event = "tool_call_paused" if outcome == PAUSED else "tool_call"
             logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, tenant[:12] if tenant else "-",
-                        extra={"event": "tool_call", "tool": name, "outcome": outcome, "duration": round(seconds, 4),
+                        extra={"event": event, "tool": name, "outcome": outcome, "duration": round(seconds, 4),
                                "tenant": tenant[:12] if tenant else None})
         return result
 
@@ -207,8 +216,13 @@ class AgentAutomationServer(MCPServer[ServerState]):
         return error_result(error)
 
 
+PAUSED: Final = "input_required"  # the call asked the user a question; not a finished call
+
+
 def _outcome(result: CallToolResult | InputRequiredResult | None) -> str:
-    """`ok`, or the error kind of the one error shape (`internal_error` when the call itself blew up)."""
+    """`ok`, `input_required`, or the error kind of the one error shape (`internal_error` when the call blew up)."""
+    if isinstance(result, InputRequiredResult):
+        return PAUSED
     if result is None:
         return "internal_error"
     if isinstance(result, CallToolResult) and result.is_error:
@@ -232,9 +246,9 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
 
 def build_server(api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
                  log_level: LogLevel = "WARNING", max_tenant_calls: int = DEFAULT_TENANT_CALLS,
-                 observer: CallObserver | None = None) -> AgentAutomationServer:
+                 observer: CallObserver | None = None, state_keys: Sequence[str] = ()) -> AgentAutomationServer:
     return AgentAutomationServer(api, settings, callers=callers, log_level=log_level,
-                                 max_tenant_calls=max_tenant_calls, observer=observer)
+                                 max_tenant_calls=max_tenant_calls, observer=observer, state_keys=state_keys)
 
 
 def compact_schema(schema: Any, *, output: bool = False) -> Any:

@@ -256,6 +256,8 @@ async def test_sigterm_lets_the_call_in_flight_finish_and_refuses_new_work(sandb
     server.stop()
     assert ready.status_code == 503 and ready.json()["draining"] is True
     assert refused.status_code == 503 and refused.json()["error"]["kind"] == "unavailable"
+    assert "reached no tool" in refused.json()["error"]["message"]  # what makes it safe for a balancer to retry
+    assert refused.headers["retry-after"] == "1" and refused.headers["connection"] == "close"
     assert not results[0].is_error and results[0].structured_content["is_terminal"]
     assert code == 0
 

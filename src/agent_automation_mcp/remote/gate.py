@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+import anyio
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
@@ -26,17 +27,29 @@ TOKEN_HINT: Final = ("Send Authorization: Bearer <your Codegen API token> (from 
                      "request, and X-Organization-Id: <id> if the token sees several organisations.")
 
 
+DRAINING_MESSAGE: Final = "this replica is shutting down; the request reached no tool"
+DRAINING_HINT: Final = ("Send the same request again: nothing was done, and another replica will serve it (a load "
+                        "balancer may do so itself: manifests/haproxy).")
+
+
 @dataclass(slots=True)
 class Lifecycle:
     """Where the replica is in its life, for `/readyz` and for refusing new work while it drains."""
 
     ready: bool = False
     draining: bool = False
-    in_flight: int = 0  # `/mcp` requests being served
+    in_flight: int = 0  # `/mcp` requests being served; listening GET streams are not calls and never count
+    listening: set[anyio.CancelScope] = field(default_factory=set)  # the GET streams open now
 
     @property
     def serving(self) -> bool:
         return self.ready and not self.draining
+
+    def close_streams(self) -> None:
+        """End every listening stream (at the start of a drain): a stream waits for nothing, and its client opens
+        the next one wherever the balancer sends it."""
+        for stream in self.listening:
+            stream.cancel()
 
 
 class McpGate:
@@ -55,16 +68,48 @@ class McpGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refusal = await self._refusal(Headers(scope=scope))
-        if refusal is not None:
-            status, body, extra = refusal
-            await _respond(send, status, body, extra)
-            return
-        self.lifecycle.in_flight += 1
+        listening = scope["method"] == "GET"
+        if not listening:  # counted from the start: a token check is part of the request a drain waits for
+            self.lifecycle.in_flight += 1
         try:
-            await self.app(scope, receive, send)
+            refusal = await self._refusal(Headers(scope=scope))
+            if refusal is not None:
+                status, body, extra = refusal
+                await _respond(send, status, body, extra)
+            elif listening:
+                await self._listen(scope, receive, send)
+            else:
+                await self.app(scope, receive, self._closing_when_draining(send))
         finally:
-            self.lifecycle.in_flight -= 1
+            if not listening:
+                self.lifecycle.in_flight -= 1
+
+    def _closing_when_draining(self, send: Send) -> Send:
+        """An answer given while the replica drains closes its connection, so no balancer reuses it for more."""
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and self.lifecycle.draining:
+                kept = [(name, value) for name, value in message.get("headers", []) if name.lower() != b"connection"]
+                message = {**message, "headers": [*kept, (b"connection", b"close")]}
+            await send(message)
+        return sending
+
+    async def _listen(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A listening stream (`GET /mcp`), ended by `Lifecycle.close_streams` with a complete response."""
+        open_body = False
+
+        async def sending(message: Message) -> None:
+            nonlocal open_body
+            open_body = message["type"] == "http.response.start" or bool(message.get("more_body"))
+            await send(message)
+
+        with anyio.CancelScope() as stream:
+            self.lifecycle.listening.add(stream)
+            try:
+                await self.app(scope, receive, sending)
+            finally:
+                self.lifecycle.listening.discard(stream)
+        if open_body:  # ended by the drain, not by the client
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _refusal(self, headers: Headers) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
@@ -72,9 +117,11 @@ class McpGate:
             kind = "forbidden" if refused.status == 403 else "misdirected"
             return refused.status, _error(kind, refused.status, refused.message, refused.hint), {}
         if not self.lifecycle.serving or self.server.state is None:
-            what = "shutting down" if self.lifecycle.draining else "starting"
-            return 503, _error("unavailable", 503, f"this replica is {what}", "Send the request again; another "
-                               "replica (or this one, once started) will serve it."), {"Retry-After": "1"}
+            # Before any tool, token check or upstream request: safe for a balancer to send elsewhere (retry-on 503).
+            message, hint = (DRAINING_MESSAGE, DRAINING_HINT) if self.lifecycle.draining else (
+                "this replica is starting; the request reached no tool", "Send the request again; another replica "
+                "(or this one, once started) will serve it.")
+            return 503, _error("unavailable", 503, message, hint), {"Retry-After": "1", "Connection": "close"}
         try:
             narrowed(self.server.server_settings, headers)
             if self.per_request_auth:

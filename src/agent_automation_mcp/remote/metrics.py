@@ -43,6 +43,9 @@ class Metrics:
         self.calls_in_flight.dec()
         self.tool_calls.labels(tool=tool, outcome=outcome).inc()
 
+    def call_paused(self, tool: str, seconds: float) -> None:
+        self.calls_in_flight.dec()  # not a finished call: the answer comes back as one
+
     def paced(self, seconds: float) -> None:
         self.pacing_wait.observe(seconds)
 

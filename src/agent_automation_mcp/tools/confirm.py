@@ -4,18 +4,30 @@ Each destructive tool takes a parameter `Annotated[Answer, Resolve(question)]`: 
 (with the tool's arguments) before the tool body, asks the user in either protocol era (a request mid-call
 up to 2025-11-25, an `InputRequiredResult` round from 2026-07-28), and hands the tool the answer. A client
 that cannot ask gets no question: it behaves as it did before confirmations existed.
+
+From 2026-07-28 the answer comes back in a new request, which a load balancer may send to another replica; the
+SDK seals what it needs across the round (`requestState`) and `continuation_security` says with which keys: the
+operator's `AGENT_AUTOMATION_STATE_KEYS`, shared by every replica, or one this process draws (a lone replica).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Sequence
+from typing import Any, Final
 
+from mcp.server.context import ServerRequestContext
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit
+from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel, Field
 
+from ..api.credentials import Credentials
+from ..headers import bearer_token
 from .errors import CancelledByUserError
+
+ANSWER_SECONDS: Final = 600.0  # how long a question stays answerable: a person may step away before confirming
 
 
 class Confirmation(BaseModel):
@@ -42,3 +54,18 @@ def require_confirmation(answer: Answer, tool: str) -> None:
         return
     how = "declined" if isinstance(answer, AcceptedElicitation) or answer.action == "decline" else "cancelled"
     raise CancelledByUserError(f"{tool}: the user {how} the confirmation; nothing was sent", operation=tool)
+
+
+def continuation_security(keys: Sequence[str]) -> RequestStateSecurity:
+    """How a question's continuation is sealed: `keys[0]` seals and every key opens (rotation), so any replica
+    holding the same keys continues the call; without keys, a key of this process only (today's one replica).
+    A continuation opens only for the token that started the call."""
+    ring: list[str | bytes] = list(keys) or [os.urandom(32)]
+    return RequestStateSecurity(keys=ring, ttl=ANSWER_SECONDS, bind_principal=caller_of)
+
+
+def caller_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The request's token, by its hash (a continuation must come from whoever was asked); None without one
+    (stdio, or HTTP with the operator's token for everyone)."""
+    token = bearer_token(getattr(ctx.request, "headers", None))
+    return Credentials(token).token_key if token is not None else None
