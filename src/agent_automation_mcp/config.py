@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .api.settings import first_set, number_setting, parse_flag
 from .tools.registry import DEFAULT_TOOLSETS, parse_toolsets
@@ -74,6 +74,7 @@ class RemoteSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_tenant_calls: int = DEFAULT_TENANT_CALLS
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    metrics_port: int | None = None  # None: /metrics on the public port; a port: there only
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -88,4 +89,47 @@ class RemoteSettings:
                                             minimum=1),
             shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
                                           minimum=0),
+            metrics_port=parse_port("AGENT_AUTOMATION_METRICS_PORT", first_set(env, "AGENT_AUTOMATION_METRICS_PORT")),
         )
+
+
+def parse_port(name: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise ValueError(f"{name} must be a port, a number from 1 to 65535, got {value!r}")
+    return int(value)
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
+MIN_LOG_SECRET_CHARS = 16
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str | None:
+    value = first_set(env, name)
+    if value is None:
+        return None
+    for choice in choices:
+        if value.lower() == choice.lower():
+            return choice
+    raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """What goes to stderr and how tenants are named there; flags (`--log-level`, `--log-format`) win."""
+
+    level: str | None = None  # None: INFO when serving HTTP (an access line per request), WARNING otherwise
+    format: str | None = None  # None: text
+    secret: str | None = field(default=None, repr=False)  # the HMAC key naming tenants alike on every replica
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LogSettings:
+        env = os.environ if env is None else env
+        secret = first_set(env, "AGENT_AUTOMATION_LOG_SECRET")
+        if secret is not None and len(secret) < MIN_LOG_SECRET_CHARS:
+            raise ValueError(f"AGENT_AUTOMATION_LOG_SECRET must be at least {MIN_LOG_SECRET_CHARS} characters "
+                             "(e.g. openssl rand -hex 32)")
+        return cls(level=_choice(env, "AGENT_AUTOMATION_LOG_LEVEL", LOG_LEVELS),
+                   format=_choice(env, "AGENT_AUTOMATION_LOG_FORMAT", LOG_FORMATS), secret=secret)

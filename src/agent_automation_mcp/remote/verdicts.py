@@ -47,6 +47,7 @@ class TokenVerdicts:
         try:
             return await self._ask(transport, credentials)
         finally:
+            transport.observer and transport.observer.token_checked(self._verdicts.get(key))
             del self._asking[key]
             done.set()
 
