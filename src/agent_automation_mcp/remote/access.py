@@ -98,8 +98,10 @@ class AccessLog:
             reason = "token_refused" if response["token_refused"] else REASONS.get(status, "other")
         self.metrics.responded(status, reason)
         method, named_tool = _rpc(body)
+        if method is None and "mcp-method" in headers:  # refused before the body was read: what the header says
+            method, named_tool = headers["mcp-method"][:MAX_NAME_CHARS], headers.get("mcp-name", "")[:MAX_NAME_CHARS]
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
-        tool = call.tool or named_tool
+        tool = call.tool or named_tool or None
         token = bearer_token(headers)
         tenant = logs.tenant_id(Credentials(token).token_key if token else None)
         client = scope.get("client")
