@@ -14,6 +14,7 @@ rewrites it after a tool or its description changed.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ from mcp import Client
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
-from agent_automation_mcp.config import RemoteSettings, ServerSettings
+from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.server import build_server
 
@@ -93,6 +94,7 @@ def _settings_read(env: Mapping[str, str]) -> set[str]:
     ApiSettings.from_env(asked)
     ServerSettings.from_env(asked)
     RemoteSettings.from_env(asked)
+    LogSettings.from_env(asked)
     return asked.asked
 
 
@@ -441,7 +443,8 @@ def test_build_script_packs_the_bundle(mcpb_cli: Callable[..., subprocess.Comple
 
 # --- Kubernetes ---------------------------------------------------------------------------------------------
 
-def _kustomize(folder: str) -> list[dict[str, Any]]:
+def _kustomize(folder: str | Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize` of a folder of manifests/kubernetes (or any path)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         _missing("kubectl", "Debian: apt-get install kubernetes-client; the kustomizations were not rendered")
@@ -450,9 +453,33 @@ def _kustomize(folder: str) -> list[dict[str, Any]]:
     return [document for document in yaml.safe_load_all(done.stdout) if document]
 
 
+def _kustomize_kind(folder: str, kind: str) -> list[dict[str, Any]]:
+    return [document for document in _kustomize(folder) if document["kind"] == kind]
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """A kustomize generator's env file: KEY=VALUE lines; blank lines and # comments skipped."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
 @pytest.fixture(scope="module")
-def base() -> dict[str, dict[str, Any]]:
-    return {document["kind"]: document for document in _kustomize("base")}
+def rendered_base() -> list[dict[str, Any]]:
+    return _kustomize("base")
+
+
+@pytest.fixture(scope="module")
+def base(rendered_base: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The base's documents by kind; the Secrets (there are several) are in `secrets`."""
+    return {document["kind"]: document for document in rendered_base if document["kind"] != "Secret"}
+
+
+@pytest.fixture(scope="module")
+def secrets(rendered_base: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The base's Secrets by their rendered name (with the content hash), each one's data decoded."""
+    return {document["metadata"]["name"]: {key: base64.b64decode(value).decode()
+                                           for key, value in document.get("data", {}).items()}
+            for document in rendered_base if document["kind"] == "Secret"}
 
 
 @pytest.fixture(scope="module")
@@ -460,12 +487,13 @@ def redis() -> list[dict[str, Any]]:
     return _kustomize("redis")
 
 
-def test_every_rendered_document_is_valid_kubernetes(base: dict[str, dict[str, Any]],
+def test_every_rendered_document_is_valid_kubernetes(rendered_base: list[dict[str, Any]],
                                                      redis: list[dict[str, Any]]) -> None:
-    assert sorted(base) == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy",
-                            "PodDisruptionBudget", "Service"]
-    assert sorted(document["kind"] for document in redis) == ["Deployment", "NetworkPolicy", "Secret", "Service"]
-    for document in [*base.values(), *redis]:
+    assert sorted(document["kind"] for document in rendered_base) == [
+        "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret",
+        "Secret", "Service"]
+    assert sorted(document["kind"] for document in redis) == ["Deployment", "NetworkPolicy", "Service"]
+    for document in [*rendered_base, *redis]:
         kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
 
 
@@ -496,40 +524,46 @@ def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str,
     assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} >= {"kubernetes.io/hostname"}
 
 
-def _container_env(base: dict[str, dict[str, Any]], redis: list[dict[str, Any]]) -> dict[str, str]:
-    """The server container's environment: the ConfigMap, then `env` (a value, or one from the Secret of ../redis)."""
-    (secret,) = [document for document in redis if document["kind"] == "Secret"]
-    env = dict(base["ConfigMap"]["data"])
-    for variable in _container(base["Deployment"])["env"]:
+def _container_env(base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The server container's environment, as the kubelet builds it: `envFrom` (the ConfigMap and Secrets), then
+    `env` (a value, or one key of a Secret). Every reference names a document the base renders."""
+    env: dict[str, str] = {}
+    container = _container(base["Deployment"])
+    for source in container["envFrom"]:
+        if "configMapRef" in source:
+            assert source["configMapRef"]["name"] == base["ConfigMap"]["metadata"]["name"]
+            env.update(base["ConfigMap"]["data"])
+        else:
+            env.update(secrets[source["secretRef"]["name"]])
+    for variable in container.get("env", []):
         if "value" in variable:
             env[variable["name"]] = variable["value"]
             continue
         reference = variable["valueFrom"]["secretKeyRef"]
-        assert reference["name"] == secret["metadata"]["name"]
-        env[variable["name"]] = secret["stringData"][reference["key"]]
+        env[variable["name"]] = secrets[reference["name"]][reference["key"]]
     return env
 
 
-def _as_the_container_runs(base: dict[str, dict[str, Any]], redis: list[dict[str, Any]],
+def _as_the_container_runs(base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]],
                            monkeypatch: pytest.MonkeyPatch) -> tuple[argparse.Namespace, RemoteSettings]:
     """The Deployment's arguments by the CLI's parser over its environment, combined as `serve` combines them."""
     for name in [name for name in os.environ if name.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))]:
         monkeypatch.delenv(name)
-    for name, value in _container_env(base, redis).items():
+    for name, value in _container_env(base, secrets).items():
         monkeypatch.setenv(name, value)
     args = _parse_command_line(_container(base["Deployment"])["args"])
     return args, settings_from(args)[2]
 
 
 def test_deployment_serves_http_as_the_image_does_with_its_probes_and_a_long_enough_grace(
-        base: dict[str, dict[str, Any]], redis: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+        base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     container = _container(base["Deployment"])
     cmd = json.loads(only(dockerfile()[1], "CMD"))
     assert container["args"][:len(cmd)] == cmd  # the image's command, then the Deployment's own flags
-    args, remote = _as_the_container_runs(base, redis, monkeypatch)
+    args, remote = _as_the_container_runs(base, secrets, monkeypatch)
     assert args.log_format == "json"  # one object a line, for the cluster's log collector
     assert args.shutdown_grace is not None and remote.shutdown_grace == args.shutdown_grace  # explicit, and used
-    (port,) = container["ports"]
+    port, _ = container["ports"]
     assert port["containerPort"] == args.port
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
@@ -539,38 +573,35 @@ def test_deployment_serves_http_as_the_image_does_with_its_probes_and_a_long_eno
     assert grace > pause_seconds + remote.shutdown_grace  # the kubelet's SIGKILL comes after the drain
 
 
-def test_settings_come_from_the_configmap_and_redis_from_a_secret(base: dict[str, dict[str, Any]],
-                                                                  redis: list[dict[str, Any]]) -> None:
-    container = _container(base["Deployment"])
+def test_settings_come_from_the_configmap_and_redis_and_the_log_key_from_secrets(
+        base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], redis: list[dict[str, Any]]) -> None:
     config = base["ConfigMap"]["data"]
-    assert container["envFrom"] == [{"configMapRef": {"name": base["ConfigMap"]["metadata"]["name"]}}]
-    env = _container_env(base, redis)
+    env = _container_env(base, secrets)
     unknown = set(env) - _settings_read(env)  # and the package's parsers accept each value
     assert not unknown, f"settings the package does not read (misspelt?): {sorted(unknown)}"
-    assert config["AGENT_AUTOMATION_AUTH"] == "request"
+    assert config["AGENT_AUTOMATION_AUTH"] == "request" and config["AGENT_AUTOMATION_LOG_LEVEL"] == "INFO"
     assert "mcp.example.com" in config["AGENT_AUTOMATION_ALLOWED_HOSTS"].split(",")
-    (redis_url,) = container["env"]
-    assert redis_url["name"] == "AGENT_AUTOMATION_REDIS_URL"
-    reference = redis_url["valueFrom"]["secretKeyRef"]
-    (secret,) = [document for document in redis if document["kind"] == "Secret"]
-    assert reference == {"name": secret["metadata"]["name"], "key": "url"}
-    assert ApiSettings.from_env({"AGENT_AUTOMATION_REDIS_URL": secret["stringData"]["url"]}).redis_url
+    # The Redis URL and the log key are in Secrets, not in the ConfigMap; the key is empty until the operator
+    # sets it (each replica then warns that tenants are named differently on each).
+    assert not {"AGENT_AUTOMATION_REDIS_URL", "AGENT_AUTOMATION_LOG_SECRET"} & set(config)
+    assert env["AGENT_AUTOMATION_LOG_SECRET"] == "" and LogSettings.from_env(env).secret is None
+    assert ApiSettings.from_env(env).redis_url
     (redis_service,) = [document for document in redis if document["kind"] == "Service"]
-    assert secret["stringData"]["url"].startswith(f"redis://{redis_service['metadata']['name']}:6379/")
+    assert env["AGENT_AUTOMATION_REDIS_URL"].startswith(f"redis://{redis_service['metadata']['name']}:6379/")
 
 
 def test_a_misspelt_or_unknown_setting_is_caught() -> None:
     """So that the check above could fail: the parsers never ask for a name they do not know."""
     env = {"AGENT_AUTOMATION_AUTH": "request", "AGENT_AUTOMATION_ALLOWED_HOST": "mcp.example.com",
-           "AGENT_AUTOMATION_LOG_FORMAT": "json"}
-    assert set(env) - _settings_read(env) == {"AGENT_AUTOMATION_ALLOWED_HOST", "AGENT_AUTOMATION_LOG_FORMAT"}
+           "AGENT_AUTOMATION_LOG_FORMATS": "json", "AGENT_AUTOMATION_LOG_LEVEL": "INFO"}
+    assert set(env) - _settings_read(env) == {"AGENT_AUTOMATION_ALLOWED_HOST", "AGENT_AUTOMATION_LOG_FORMATS"}
     with pytest.raises(ValueError, match="AGENT_AUTOMATION_MAX_REPLICAS"):
         _settings_read({"AGENT_AUTOMATION_MAX_REPLICAS": "six"})
 
 
 def test_the_container_answers_requests_for_its_public_and_service_names_with_their_own_tokens(
-        base: dict[str, dict[str, Any]], redis: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
-    args, remote = _as_the_container_runs(base, redis, monkeypatch)
+        base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    args, remote = _as_the_container_runs(base, secrets, monkeypatch)
     assert auth_mode(args.transport, args.host, remote.auth) == "request"
     policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
     service = base["Service"]
@@ -598,13 +629,90 @@ def test_service_autoscaler_and_budget_select_the_deployment(base: dict[str, dic
     assert hpa["maxReplicas"] == int(base["ConfigMap"]["data"]["AGENT_AUTOMATION_MAX_REPLICAS"])
 
 
-def test_network_policy_lets_in_the_mcp_port_only_and_out_dns_redis_and_https(
+def _ports(container: dict[str, Any]) -> dict[str, int]:
+    return {port["name"]: port["containerPort"] for port in container["ports"]}
+
+
+def _admitted(policy: dict[str, Any]) -> dict[int, set[str]]:
+    """Which namespaces (by kubernetes.io/metadata.name) each port admits; every rule names its sources."""
+    admitted: dict[int, set[str]] = {}
+    for rule in policy["ingress"]:
+        assert rule["from"], "a rule without sources admits everyone"
+        namespaces = {source["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                      for source in rule["from"]}
+        for port in rule["ports"]:
+            assert port["protocol"] == "TCP"
+            admitted.setdefault(port["port"], set()).update(namespaces)
+    return admitted
+
+
+def test_network_policy_admits_the_ingress_and_the_scraper_and_lets_out_dns_redis_and_https(
         base: dict[str, dict[str, Any]]) -> None:
     policy = base["NetworkPolicy"]["spec"]
     assert policy["podSelector"]["matchLabels"] == base["Deployment"]["spec"]["template"]["metadata"]["labels"]
     assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]
-    (ingress,) = policy["ingress"]
-    assert ingress["ports"] == [{"port": _container(base["Deployment"])["ports"][0]["containerPort"],
-                                 "protocol": "TCP"}]
+    ports = _ports(_container(base["Deployment"]))
+    assert _admitted(policy) == {ports["http"]: {"ingress-nginx"}, ports["metrics"]: {"monitoring"}}
     egress = {(port["port"], port["protocol"]) for rule in policy["egress"] for port in rule["ports"]}
     assert egress == {(53, "UDP"), (53, "TCP"), (6379, "TCP"), (6380, "TCP"), (443, "TCP")}
+    (dns,) = [rule for rule in policy["egress"] if {port["port"] for port in rule["ports"]} == {53}]
+    # kube-dns's pods, and NodeLocal DNSCache, which answers on a link-local address of every node.
+    assert {"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}} in dns["to"]
+    assert {"ipBlock": {"cidr": "169.254.20.10/32"}} in dns["to"]
+    assert all("to" not in rule for rule in policy["egress"] if rule is not dns)  # Redis and the API: any address
+
+
+def test_the_example_overlay_admits_other_namespaces_and_stays_valid() -> None:
+    """The documented way to name another ingress controller's or Prometheus' namespace."""
+    documents = _kustomize("example-overlay")
+    for document in documents:
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+    kinds = {document["kind"]: document for document in documents}
+    ports = _ports(_container(kinds["Deployment"]))
+    assert _admitted(kinds["NetworkPolicy"]["spec"]) == {ports["http"]: {"traefik"},
+                                                         ports["metrics"]: {"prometheus"}}
+
+
+def test_metrics_have_their_own_port_that_the_service_does_not_expose(
+        base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    args, remote = _as_the_container_runs(base, secrets, monkeypatch)
+    ports = _ports(_container(base["Deployment"]))
+    assert remote.metrics_port == ports["metrics"] != args.port == ports["http"]
+    assert [port["targetPort"] for port in base["Service"]["spec"]["ports"]] == ["http"]
+    (monitor,) = _kustomize_kind("monitoring", "PodMonitor")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("metrics", "/metrics")
+    assert monitor["spec"]["selector"]["matchLabels"] == base["Deployment"]["spec"]["template"]["metadata"]["labels"]
+
+
+def _rendered_after(tmp_path: Path, file: str, line: str) -> dict[str, Any]:
+    """The base's Deployment rendered from a copy in which `file` has `line` instead of the line of the same key."""
+    copy = tmp_path / "base"
+    shutil.copytree(MANIFESTS / "kubernetes" / "base", copy)
+    key = line.split("=", 1)[0]
+    text, count = re.subn(rf"^{re.escape(key)}=.*$", line, (copy / file).read_text(), flags=re.M)
+    assert count == 1
+    (copy / file).write_text(text)
+    return next(document for document in _kustomize(copy) if document["kind"] == "Deployment")
+
+
+def _references(deployment: dict[str, Any]) -> set[str]:
+    container = _container(deployment)
+    secret_keys = [variable["valueFrom"]["secretKeyRef"] for variable in container.get("env", [])
+                   if "valueFrom" in variable]
+    return {next(iter(source.values()))["name"] for source in container["envFrom"]} | {
+        reference["name"] for reference in secret_keys}
+
+
+@pytest.mark.parametrize(("file", "line"), [("settings.env", "AGENT_AUTOMATION_TOOLSETS=all"),
+                                            ("redis.env", "url=redis://agent-automation-mcp-redis:6379/1"),
+                                            ("logs.env", "AGENT_AUTOMATION_LOG_SECRET=" + "0" * 64)])
+def test_a_changed_setting_or_secret_changes_the_pod_template_so_the_pods_roll(
+        base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], tmp_path: Path, file: str,
+        line: str) -> None:
+    before = _references(base["Deployment"])
+    assert before == {base["ConfigMap"]["metadata"]["name"], *secrets}  # every generated name, with its hash
+    after = _references(_rendered_after(tmp_path, file, line))
+    assert len(before - after) == 1 and len(after - before) == 1  # exactly the changed one has a new name
+
+
