@@ -25,20 +25,23 @@ import subprocess
 import sys
 import tomllib
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import jsonschema
 import kubernetes_validate
+import promql_parser
 import pytest
 import yaml
 from mcp import Client
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
 from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings
 from agent_automation_mcp.remote.hosts import HostPolicy
+from agent_automation_mcp.remote.metrics import Metrics
 from agent_automation_mcp.server import build_server
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -716,3 +719,129 @@ def test_a_changed_setting_or_secret_changes_the_pod_template_so_the_pods_roll(
     assert len(before - after) == 1 and len(after - before) == 1  # exactly the changed one has a new name
 
 
+
+
+# --- monitoring: alerts and the dashboard read what /metrics exposes ---------------------------------------
+
+MONITORING: Final = MANIFESTS / "kubernetes" / "monitoring"
+# Labels Prometheus adds to every series it scrapes from a pod (the PodMonitor's target labels).
+TARGET_LABELS: Final = frozenset({"namespace", "pod", "container", "instance", "job", "endpoint", "service"})
+# Grafana's variables, as a query sees them once Grafana has filled them in.
+GRAFANA_VARIABLES: Final = {"$__rate_interval": "1m", "$namespace": "default"}
+
+
+def _exposed_series() -> dict[str, frozenset[str]]:
+    """Each series name `/metrics` serves, with its label names: every metric of a server's registry used once."""
+    metrics = Metrics()
+    metrics.call_started("list_models")
+    metrics.call_finished("list_models", "ok", 0.2)
+    metrics.paced(0.1)
+    metrics.upstream(["standard"], "429")
+    metrics.responded(401, "no_token")
+    metrics.token_checked(True)
+    series: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(metrics.exposition(redis_up=True).decode()):
+        for sample in family.samples:
+            series.setdefault(sample.name, set()).update(sample.labels)
+    return {name: frozenset(labels) for name, labels in series.items()}
+
+
+EXPOSED: Final = _exposed_series()
+
+
+def _selectors(node: Any) -> Iterator[tuple[str, set[str]]]:
+    """Every series a PromQL expression reads, with the label names it matches or groups by near it."""
+    if isinstance(node, promql_parser.VectorSelector):
+        yield node.name, {matcher.name for matcher in node.matchers.matchers}
+        return
+    if isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
+        for name, labels in _selectors(node.expr):
+            yield name, labels | set(node.modifier.labels)
+        return
+    for attribute in ("lhs", "rhs", "expr", "vector_selector", "param"):
+        child = getattr(node, attribute, None)
+        if child is not None:
+            yield from _selectors(child)
+    for argument in getattr(node, "args", None) or []:
+        yield from _selectors(argument)
+
+
+def _check_promql(expression: str) -> set[str]:
+    """Parses the expression (balance, known functions, syntax) and checks each series and label it reads against
+    what the server exposes; the series names read."""
+    for variable, value in GRAFANA_VARIABLES.items():
+        expression = expression.replace(variable, value)
+    tree = promql_parser.parse(expression)  # ValueError on anything Prometheus would refuse to parse
+    read = set()
+    for name, labels in _selectors(tree):
+        assert name in EXPOSED, f"{name} is not a series /metrics serves: {expression}"
+        unknown = labels - EXPOSED[name] - TARGET_LABELS
+        assert not unknown, f"{name} has no label {sorted(unknown)}: {expression}"
+        read.add(name)
+    return read
+
+
+def _error_kinds() -> set[str]:
+    """Every `outcome` a tool call can end with besides ok: the error kinds of the one error shape."""
+    from agent_automation_mcp.api import errors as api_errors
+    from agent_automation_mcp.tools import errors as tool_errors
+
+    classes = [value for module in (api_errors, tool_errors) for value in vars(module).values()
+               if isinstance(value, type) and issubclass(value, api_errors.ApiError)]
+    return {cls.kind for cls in classes}
+
+
+def test_the_promql_check_refuses_what_prometheus_or_the_server_would_not_have() -> None:
+    """So that the checks below could fail: unbalanced, an unknown function, a series or label that is not served."""
+    _check_promql('sum by (tool) (rate(agent_automation_tool_calls_total{outcome="ok"}[5m]))')
+    for broken in ("sum(rate(agent_automation_tool_calls_total[5m])",
+                   "rates(agent_automation_tool_calls_total[5m])",
+                   "rate(agent_automation_tool_calls[5m])",
+                   'rate(agent_automation_tool_calls_total{tenant="x"}[5m])',
+                   "sum by (organisation) (rate(agent_automation_tool_calls_total[5m]))"):
+        with pytest.raises((ValueError, AssertionError)):
+            _check_promql(broken)
+
+
+def test_prometheus_rule_alerts_on_redis_429s_errors_latency_and_5xx_with_served_metrics() -> None:
+    (rule,) = _kustomize_kind("monitoring", "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    (group,) = rule["spec"]["groups"]
+    alerts = {alert["alert"]: alert for alert in group["rules"]}
+    assert set(alerts) == {"AgentAutomationRedisDown", "AgentAutomationUpstream429s", "AgentAutomationToolErrors",
+                           "AgentAutomationSlowToolCalls", "AgentAutomationGate5xx"}
+    reads = {name: _check_promql(alert["expr"]) for name, alert in alerts.items()}
+    assert reads["AgentAutomationRedisDown"] == {"agent_automation_redis_up"}
+    assert reads["AgentAutomationUpstream429s"] == {"agent_automation_upstream_requests_total"}
+    assert reads["AgentAutomationSlowToolCalls"] == {"agent_automation_tool_call_duration_seconds_bucket"}
+    assert reads["AgentAutomationGate5xx"] == {"agent_automation_http_responses_total"}
+    assert 'status="429"' in alerts["AgentAutomationUpstream429s"]["expr"]
+    assert "histogram_quantile(0.99," in alerts["AgentAutomationSlowToolCalls"]["expr"]
+    (outcomes,) = re.findall(r'outcome=~"([^"]+)"', alerts["AgentAutomationToolErrors"]["expr"])
+    assert set(outcomes.split("|")) <= _error_kinds()  # kinds the code has: a renamed kind breaks this test
+    for alert in alerts.values():
+        assert alert["labels"]["severity"] in ("warning", "critical")
+        assert alert["annotations"]["summary"] and alert["annotations"]["description"]
+        assert re.fullmatch(r"\d+[smh]", alert.get("for", "0s"))
+
+
+def test_grafana_dashboard_is_a_configmap_for_the_sidecar_and_every_panel_reads_served_metrics() -> None:
+    (config,) = _kustomize_kind("monitoring", "ConfigMap")
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config["data"]["dashboard.json"])
+    assert dashboard == json.loads((MONITORING / "dashboard.json").read_text())
+    assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 36
+    variables = {variable["name"] for variable in dashboard["templating"]["list"]}
+    assert {f"${name}" for name in variables} | {"$__rate_interval"} >= set(GRAFANA_VARIABLES)
+    panels = dashboard["panels"]
+    assert len({panel["id"] for panel in panels}) == len(panels)
+    read: set[str] = set()
+    for panel in panels:
+        assert panel["title"] and set(panel["gridPos"]) == {"h", "w", "x", "y"} and panel["targets"]
+        assert len({target["refId"] for target in panel["targets"]}) == len(panel["targets"])
+        for target in panel["targets"]:
+            read |= _check_promql(target["expr"])
+    # Every family the server exposes has a panel: calls, durations, refusals, token checks, upstream, pacing, Redis.
+    families = {re.sub(r"_(total|bucket|count|sum|created)$", "", name) for name in EXPOSED}
+    shown = {re.sub(r"_(total|bucket|count|sum|created)$", "", name) for name in read}
+    assert shown == families
