@@ -35,6 +35,9 @@ import promql_parser
 import pytest
 import yaml
 from mcp import Client
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.api.settings import ApiSettings
@@ -313,7 +316,8 @@ def test_dockerfile_builds_in_one_stage_and_runs_slim_and_unprivileged_in_anothe
     build, runtime = dockerfile()
     assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)? AS build", only(build, "FROM"))
     assert only(runtime, "FROM") == only(build, "FROM").replace("AS build", "AS runtime")  # same Python
-    assert [args for name, args in build if name == "COPY"] == ["pyproject.toml README.md ./", "src ./src"]
+    assert [args for name, args in build if name == "COPY"] == [
+        "requirements.lock requirements-build.lock ./", "pyproject.toml README.md ./", "src ./src"]
     assert [args for name, args in runtime if name == "COPY"] == ["--from=build /opt/venv /opt/venv"]
     runs = " ".join(args for name, args in runtime if name == "RUN")
     assert not re.search(r"pip |apt-get|apk |gcc|build-essential", runs)  # no build tools in the image
@@ -328,6 +332,56 @@ def test_dockerfile_builds_in_one_stage_and_runs_slim_and_unprivileged_in_anothe
     assert f"http://127.0.0.1:{cmd[cmd.index('--port') + 1]}/healthz" in healthcheck and "curl" not in healthcheck
 
 
+def _locked(file: str) -> dict[str, tuple[Version, list[str]]]:
+    """A lock file's pins: name → (version, hashes); every requirement is `name==version` with its hashes."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / file).read_text())
+    pins: dict[str, tuple[Version, list[str]]] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        requirement, *options = line.split()
+        name, _, version = requirement.partition("==")
+        assert version, f"{file}: {requirement} is not pinned to one version"
+        hashes = [option.removeprefix("--hash=sha256:") for option in options if option.startswith("--hash=sha256:")]
+        assert hashes and len(hashes) == len(options), f"{file}: {requirement} without hashes only"
+        pins[canonicalize_name(name)] = (Version(version), hashes)
+    return pins
+
+
+IMAGE_PYTHON: Final = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
+                       "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython"}
+
+
+@pytest.mark.parametrize(("file", "requirements"), [
+    ("requirements.lock", PYPROJECT["project"]["dependencies"]),
+    ("requirements-build.lock", PYPROJECT["build-system"]["requires"])])
+def test_the_images_lock_files_pin_every_requirement_with_hashes_in_range(file: str, requirements: list[str]) -> None:
+    """What the Dockerfile installs with --require-hashes: each requirement of pyproject.toml that applies to the
+    image's Python, at a version its range allows (a bound raised in pyproject.toml needs a new lock)."""
+    build = dockerfile()[0]
+    assert f"--require-hashes --no-deps -r {file}" in " ".join(args for name, args in build if name == "RUN")
+    assert f"python:{IMAGE_PYTHON['python_version']}-" in only(build, "FROM")
+    pins = _locked(file)
+    for line in requirements:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate(IMAGE_PYTHON):
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{file} does not pin {requirement.name}"
+        assert requirement.specifier.contains(pins[name][0], prereleases=True), (
+            f"{file} pins {requirement.name} {pins[name][0]}, outside {requirement.specifier}")
+
+
+def test_the_lock_check_refuses_an_unpinned_or_unhashed_requirement(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """So that the test above could fail."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    for text in ("anyio>=4\n", "anyio==4.16.0\n", "anyio==4.16.0 \\\n    --hash=md5:abc\n"):
+        (tmp_path / "broken.lock").write_text(text)
+        with pytest.raises(AssertionError):
+            _locked("broken.lock")
+
+
 def test_dockerfile_labels_the_registry_name_and_version() -> None:
     labels = dict(re.findall(r'([\w.]+)="([^"]*)"', only(dockerfile()[1], "LABEL")))
     assert labels["io.modelcontextprotocol.server.name"] == REGISTRY_NAME
@@ -339,7 +393,7 @@ def test_dockerignore_sends_only_what_the_build_copies() -> None:
     assert lines[0] == "*"  # everything out, then back in only what the Dockerfile copies
     kept = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     copied = {source for name, args in dockerfile()[0] if name == "COPY" for source in args.split()[:-1]}
-    assert kept == copied == {"pyproject.toml", "README.md", "src"}
+    assert kept == copied == {"requirements.lock", "requirements-build.lock", "pyproject.toml", "README.md", "src"}
 
 
 # --- the MCP Bundle -----------------------------------------------------------------------------------------
