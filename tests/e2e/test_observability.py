@@ -60,6 +60,15 @@ def rpc(url: str, method: str, params: dict[str, Any] | None = None, *, token: s
     return httpx2.post(url, json=body, headers=sent, timeout=30)
 
 
+def legacy_initialize(url: str, token: str) -> httpx2.Response:
+    """A 2025-11-25 client's first request: the method is in the body only."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    return httpx2.post(url, json=initialize, timeout=30, headers={
+        "content-type": "application/json", "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {token}"})
+
+
 def call(url: str, tool: str, arguments: dict[str, Any], token: str, **headers: str) -> httpx2.Response:
     return rpc(url, "tools/call", {"name": tool, "arguments": arguments}, token=token, **headers)
 
@@ -98,11 +107,12 @@ def test_a_json_replica_writes_only_json_and_one_access_line_per_mcp_request(san
             rpc(server.url, "tools/list"),  # no token
             rpc(server.url, "tools/list", token=STRANGER),
             rpc(server.url, "tools/list", token=ALICE, origin="http://evil.example"),
+            legacy_initialize(server.url, ALICE),  # no Mcp-Method header: the method is read from the body
         ]
         assert httpx2.get(f"{server.origin}/healthz", timeout=10).status_code == 200  # not an /mcp request
     finally:
         stderr = server.stop()
-    assert [answer.status_code for answer in answers] == [200, 200, 200, 401, 401, 403]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 401, 401, 403, 200]
     assert answers[0].headers["x-request-id"] == "req-0001"
     lines = json_lines(stderr)  # uvicorn's, the program's notices and the drain's lines included
     access = access_lines(lines)
@@ -113,10 +123,12 @@ def test_a_json_replica_writes_only_json_and_one_access_line_per_mcp_request(san
     summary = [(line["method"], line["tool"], line["outcome"], line["status"]) for line in access]
     assert summary == [("tools/call", "list_models", "ok", 200), ("tools/call", "get_agent_run", "not_found", 200),
                        ("tools/list", None, "ok", 200), ("tools/list", None, "no_token", 401),
-                       ("tools/list", None, "token_refused", 401), ("tools/list", None, "origin", 403)]
+                       ("tools/list", None, "token_refused", 401), ("tools/list", None, "origin", 403),
+                       ("initialize", None, "ok", 200)]
     assert all(isinstance(line["duration"], float) and 0 <= line["duration"] < 30 for line in access)
     tenants = [line["tenant"] for line in access]
-    assert tenants[0] == tenants[1] != tenants[2] and tenants[3] is None and tenants[4] not in tenants[:3]
+    assert tenants[0] == tenants[1] == tenants[6] != tenants[2] and tenants[3] is None
+    assert tenants[4] not in tenants[:3]
     # The tool's own line carries the same request id, so the two can be read together.
     (tool_line,) = [line for line in lines if line["event"] == "tool_call" and line["tool"] == "list_models"]
     assert tool_line["request_id"] == "req-0001" and tool_line["tenant"] == tenants[0]

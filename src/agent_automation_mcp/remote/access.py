@@ -63,12 +63,15 @@ class AccessLog:
         headers = Headers(scope=scope)
         given = headers.get(REQUEST_ID_HEADER, "")
         rid = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        # The 2026-07-28 era names the method in a header the SDK checks against the body; a legacy request only in
+        # its body, which is then kept as the SDK reads it (and only when the line is written at all).
+        keep_body = "mcp-method" not in headers and logger.isEnabledFor(logging.INFO)
         body = bytearray()
         response: dict[str, Any] = {"status": 500, "token_refused": False}
 
         async def receiving() -> Message:
             message = await receive()
-            if message["type"] == "http.request" and len(body) < self.max_body_bytes:
+            if keep_body and message["type"] == "http.request" and len(body) < self.max_body_bytes:
                 body.extend(message.get("body", b"")[:self.max_body_bytes - len(body)])
             return message
 
@@ -97,9 +100,12 @@ class AccessLog:
         if 400 <= status < 500 or status == 503:
             reason = "token_refused" if response["token_refused"] else REASONS.get(status, "other")
         self.metrics.responded(status, reason)
+        if not logger.isEnabledFor(logging.INFO):
+            return
         method, named_tool = _rpc(body)
-        if method is None and "mcp-method" in headers:  # refused before the body was read: what the header says
-            method, named_tool = headers["mcp-method"][:MAX_NAME_CHARS], headers.get("mcp-name", "")[:MAX_NAME_CHARS]
+        if "mcp-method" in headers:
+            method = headers["mcp-method"][:MAX_NAME_CHARS]
+            named_tool = headers.get("mcp-name", "")[:MAX_NAME_CHARS] if method == "tools/call" else None
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
         token = bearer_token(headers)
