@@ -36,11 +36,9 @@ COMMANDS: Final = ("serve", "sandbox", "demo")
 
 def _port(value: str) -> int:
     try:
-        port = parse_port("a port", value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {value!r}") from None
-    assert port is not None
-    return port
+        return parse_port("a port", value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(value: str) -> int:
@@ -178,6 +176,8 @@ def serve(args: argparse.Namespace) -> int:
     try:
         api, settings, remote = settings_from(args)
         auth = auth_mode(args.transport, args.host, remote.auth)
+        if remote.metrics_port == args.port:
+            raise ValueError(f"the metrics port must differ from --port ({args.port}): /metrics is served apart")
         policy = None
         if args.transport == "http":
             from .remote.hosts import HostPolicy

@@ -89,16 +89,20 @@ class RemoteSettings:
                                             minimum=1),
             shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
                                           minimum=0),
-            metrics_port=parse_port("AGENT_AUTOMATION_METRICS_PORT", first_set(env, "AGENT_AUTOMATION_METRICS_PORT")),
+            metrics_port=_port_setting(env, "AGENT_AUTOMATION_METRICS_PORT"),
         )
 
 
-def parse_port(name: str, value: str | None) -> int | None:
-    if value is None:
-        return None
+def parse_port(name: str, value: str) -> int:
+    """A TCP port; `ValueError` names `name` (a variable, or what a flag is)."""
     if not value.isdigit() or not 1 <= int(value) <= 65535:
-        raise ValueError(f"{name} must be a port, a number from 1 to 65535, got {value!r}")
+        raise ValueError(f"{name} must be a number from 1 to 65535, got {value!r}")
     return int(value)
+
+
+def _port_setting(env: Mapping[str, str], name: str) -> int | None:
+    value = first_set(env, name)
+    return None if value is None else parse_port(name, value)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

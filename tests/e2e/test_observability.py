@@ -253,3 +253,10 @@ async def test_metrics_on_their_own_port_only_and_through_the_drain(sandbox: San
     assert draining.status_code == 503
     assert samples[("agent_automation_http_refused_total", (("reason", "unavailable"), ("status", "503")))] == 1
     assert samples[("agent_automation_tool_calls_in_flight", ())] == 1  # the scraper sees the drain
+
+
+def test_a_metrics_port_equal_to_the_public_one_is_refused_at_start(sandbox: SandboxServer) -> None:
+    same = subprocess.run([sys.executable, "-m", "agent_automation_mcp", "--transport", "http", "--port", "8123",
+                           "--metrics-port", "8123"], env=env_for(sandbox), capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert same.returncode == 2 and "metrics port must differ" in same.stderr
