@@ -32,7 +32,7 @@ REQUEST_ID_HEADER: Final = "x-request-id"
 REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # a caller's or balancer's id is kept when it is sane
 MAX_NAME_CHARS: Final = 64  # a method or tool name from a request body, as the line quotes it
 # Why a request was refused, by HTTP status (401 is split by whether a token was sent and refused).
-REASONS: Final[Mapping[int, str]] = {400: "bad_header", 401: "no_token", 403: "origin", 406: "not_acceptable",
+REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 406: "not_acceptable",
                                      413: "body_too_large", 421: "host", 429: "rate_limited", 503: "unavailable"}
 
 

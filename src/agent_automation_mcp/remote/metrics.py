@@ -44,7 +44,7 @@ class Metrics:
         self.refused = Counter(
             "agent_automation_http_refused",
             "/mcp requests refused before or by the MCP SDK, by HTTP status and reason (no_token, token_refused, "
-            "origin, host, body_too_large, rate_limited, unavailable, bad_header, not_acceptable, other).",
+            "origin, host, body_too_large, rate_limited, unavailable, bad_request, not_acceptable, other).",
             ("status", "reason"), registry=self.registry)
         self.token_checks = Counter(
             "agent_automation_token_checks",
