@@ -115,6 +115,8 @@ def test_a_json_replica_writes_only_json_and_one_access_line_per_mcp_request(san
     assert [answer.status_code for answer in answers] == [200, 200, 200, 401, 401, 403, 200]
     assert answers[0].headers["x-request-id"] == "req-0001"
     lines = json_lines(stderr)  # uvicorn's, the program's notices and the drain's lines included
+    loggers = {line["logger"] for line in lines}
+    assert {"uvicorn.error", "agent_automation_mcp.console", "agent_automation_mcp.remote.serve"} <= loggers
     access = access_lines(lines)
     assert len(access) == len(answers)
     assert all(set(line) >= ACCESS_FIELDS and line["level"] == "info" and line["path"] == "/mcp" for line in access)
