@@ -12,40 +12,33 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from . import __version__
+from . import __version__, logs
 from .api.limits import parse_rate_limits
 from .api.settings import ApiSettings, parse_org_id
-from .config import AUTH_MODES, RemoteSettings, ServerSettings, parse_auth, parse_list
-from .logs import formatter
+from .config import (
+    AUTH_MODES,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    LogSettings,
+    RemoteSettings,
+    ServerSettings,
+    parse_auth,
+    parse_list,
+    parse_port,
+)
+from .logs import TenantIds, configure, say, use_tenant_ids
 from .remote.hosts import bracketed, is_loopback, is_wildcard
 from .tools.registry import OPT_IN_TOOLSETS, TOOLSETS, parse_toolsets, toolsets_help
 
 PROG: Final = "agent-automation-mcp"
 COMMANDS: Final = ("serve", "sandbox", "demo")
-LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-LOG_FORMATS: Final = ("text", "json")
-
-
-def say(message: str) -> None:
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-
-
-def configure_logging(level: str, log_format: str = "text") -> None:
-    """Before the SDK's own `basicConfig`, so ours wins: plain lines (or JSON objects) on stderr."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter(log_format))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    if level != "DEBUG":  # one line per HTTP request is debugging detail
-        for name in ("httpx2", "httpcore", "mcp"):
-            logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
 def _port(value: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {value!r}")
-    return int(value)
+    try:
+        return parse_port("a port", value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(value: str) -> int:
@@ -70,6 +63,9 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default 127.0.0.1; "
                                                            "::1 or [::1] for IPv6)")
     parser.add_argument("--port", type=_port, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument("--metrics-port", type=_port,
+                        help="HTTP: serve /metrics on this port only, not on --port (default: on --port; "
+                             "env AGENT_AUTOMATION_METRICS_PORT)")
     parser.add_argument("--auth", choices=AUTH_MODES,
                         help="HTTP: whose token calls use. request: each request's Authorization: Bearer token "
                              "(and X-Organization-Id); env: AGENT_AUTOMATION_API_TOKEN for every caller, loopback "
@@ -106,10 +102,12 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """`command`: the subcommand being run, so the sandbox (slow to import) is loaded only when it is needed."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-level", choices=LOG_LEVELS, default="WARNING", type=str.upper,
-                        help="stderr log level (default WARNING)")
-    common.add_argument("--log-format", choices=LOG_FORMATS, default="text", type=str.lower,
-                        help="stderr log lines: text (default) or json, one object per line")
+    common.add_argument("--log-level", choices=LOG_LEVELS, type=str.upper,
+                        help="stderr log level (default INFO serving HTTP, with a line per request; WARNING "
+                             "otherwise; env AGENT_AUTOMATION_LOG_LEVEL)")
+    common.add_argument("--log-format", choices=LOG_FORMATS, type=str.lower,
+                        help="stderr log lines: text (default) or json, one object per line "
+                             "(env AGENT_AUTOMATION_LOG_FORMAT)")
     parser = argparse.ArgumentParser(
         prog=PROG, description="MCP server for the Agent Automation Service (Codegen's API).",
         epilog="Without a command, `serve` runs; `serve --help` lists its flags and the toolsets. The API token "
@@ -150,6 +148,7 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
     remote = RemoteSettings.from_env()
     flags = {"auth": parse_auth(args.auth), "max_body_bytes": args.max_body_bytes,
              "max_tenant_calls": args.max_tenant_calls, "shutdown_grace": args.shutdown_grace,
+             "metrics_port": args.metrics_port,
              "allowed_hosts": args.allowed_host and parse_list(",".join(args.allowed_host)),
              "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin))}
     remote = dataclasses.replace(remote, **{name: value for name, value in flags.items() if value is not None})
@@ -177,13 +176,15 @@ def serve(args: argparse.Namespace) -> int:
     try:
         api, settings, remote = settings_from(args)
         auth = auth_mode(args.transport, args.host, remote.auth)
+        if remote.metrics_port == args.port:
+            raise ValueError(f"the metrics port must differ from --port ({args.port}): /metrics is served apart")
         policy = None
         if args.transport == "http":
             from .remote.hosts import HostPolicy
 
             policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
     except ValueError as exc:
-        say(f"error: {exc}")
+        say(f"error: {exc}", logging.ERROR)
         return 2
     with ExitStack() as stack:
         if args.sandbox:
@@ -202,9 +203,9 @@ def serve(args: argparse.Namespace) -> int:
         callers = RequestCaller() if auth == "request" else ConfiguredCaller(api.token, api.org_id)
         metrics = None
         if args.transport == "http":
-            from .remote.metrics import Metrics
+            from .remote.access import AccessMetrics
 
-            metrics = Metrics()
+            metrics = AccessMetrics()
         server = build_server(api, settings, callers=callers, log_level=args.log_level,
                               max_tenant_calls=remote.max_tenant_calls, observer=metrics,
                               state_keys=remote.state_keys)
@@ -219,10 +220,15 @@ def serve(args: argparse.Namespace) -> int:
                 if is_wildcard(args.host) and not remote.allowed_hosts:
                     say(f"warning: listening on {args.host} with no allowed hosts, so any Host header is accepted "
                         "and DNS rebinding is not prevented; set --allowed-host (AGENT_AUTOMATION_ALLOWED_HOSTS) to "
-                        "the names clients use")
+                        "the names clients use", logging.WARNING)
+                if not logs.tenant_ids.shared:
+                    say("warning: AGENT_AUTOMATION_LOG_SECRET is not set, so log lines name tenants with a key of "
+                        "this process only: the same tenant has another name on each replica and after a restart; "
+                        "set it to the same random value (openssl rand -hex 32) on every replica", logging.WARNING)
                 who = ("each request's own token (Authorization: Bearer)" if auth == "request"
                        else "the token from the environment")
-                say(f"serving Streamable HTTP at http://{bracketed(args.host)}:{args.port}/mcp, calls made with {who}")
+                say(f"serving Streamable HTTP at http://{bracketed(args.host)}:{args.port}/mcp, calls made with {who}"
+                    + (f"; /metrics at port {remote.metrics_port}" if remote.metrics_port else ""))
                 run_http(server, remote, host=args.host, port=args.port, policy=policy,
                          per_request_auth=auth == "request", metrics=metrics)
             else:
@@ -237,7 +243,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help", "--version"):
         argv.insert(0, "serve")  # the default command
     args = build_parser(argv[0]).parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
+    try:
+        log = LogSettings.from_env()
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    serving_http = args.command == "serve" and args.transport == "http"
+    args.log_level = args.log_level or log.level or ("INFO" if serving_http else "WARNING")
+    args.log_format = args.log_format or log.format or "text"
+    configure(args.log_level, args.log_format)
+    use_tenant_ids(TenantIds(log.secret))
     if args.command == "sandbox":
         from .sandbox.cli import run_sandbox
 

@@ -92,6 +92,7 @@ class RemoteSettings:
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     # Every replica behind one balancer needs the same keys (a Secret): the first seals, every one opens.
     state_keys: tuple[str, ...] = field(default=(), repr=False)
+    metrics_port: int | None = None  # None: /metrics on the public port; a port: there only
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -107,4 +108,51 @@ class RemoteSettings:
             shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
                                           minimum=0),
             state_keys=parse_state_keys(first_set(env, "AGENT_AUTOMATION_STATE_KEYS")),
+            metrics_port=_port_setting(env, "AGENT_AUTOMATION_METRICS_PORT"),
         )
+
+
+def parse_port(name: str, value: str) -> int:
+    """A TCP port; `ValueError` names `name` (a variable, or what a flag is)."""
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise ValueError(f"{name} must be a number from 1 to 65535, got {value!r}")
+    return int(value)
+
+
+def _port_setting(env: Mapping[str, str], name: str) -> int | None:
+    value = first_set(env, name)
+    return None if value is None else parse_port(name, value)
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
+MIN_LOG_SECRET_CHARS = 16
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str | None:
+    value = first_set(env, name)
+    if value is None:
+        return None
+    for choice in choices:
+        if value.lower() == choice.lower():
+            return choice
+    raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """What goes to stderr and how tenants are named there; flags (`--log-level`, `--log-format`) win."""
+
+    level: str | None = None  # None: INFO when serving HTTP (an access line per request), WARNING otherwise
+    format: str | None = None  # None: text
+    secret: str | None = field(default=None, repr=False)  # the HMAC key naming tenants alike on every replica
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LogSettings:
+        env = os.environ if env is None else env
+        secret = first_set(env, "AGENT_AUTOMATION_LOG_SECRET")
+        if secret is not None and len(secret) < MIN_LOG_SECRET_CHARS:
+            raise ValueError(f"AGENT_AUTOMATION_LOG_SECRET must be at least {MIN_LOG_SECRET_CHARS} characters "
+                             "(e.g. openssl rand -hex 32)")
+        return cls(level=_choice(env, "AGENT_AUTOMATION_LOG_LEVEL", LOG_LEVELS),
+                   format=_choice(env, "AGENT_AUTOMATION_LOG_FORMAT", LOG_FORMATS), secret=secret)

@@ -1,14 +1,32 @@
-"""Log lines on stderr: plain text, or one JSON object per line for log collectors (`--log-format json`)."""
+"""Log lines on stderr: plain text, or one JSON object per line for log collectors (`--log-format json`).
+
+In JSON mode every line the process writes is an object: the program's own notices (`say`), uvicorn's
+lines, Python warnings and an uncaught exception's traceback go through the same formatter.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
+import secrets
+import sys
+from contextvars import ContextVar
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any, Final
 
-# Fields a log call may add with `extra=`; none of them ever holds a token (`tenant` is a short hash of one).
-FIELDS: Final = ("tool", "outcome", "duration", "tenant")
+# Fields a log call may add with `extra=`; none of them ever holds a token (`tenant` is `tenant_id`'s HMAC).
+FIELDS: Final = ("request_id", "http_method", "path", "method", "tool", "outcome", "status", "duration", "tenant",
+                 "client")
+PROG: Final = "agent-automation-mcp"
+# What the command line tells its user (where it serves, what it refuses): shown whatever the level.
+CONSOLE: Final = logging.getLogger(f"{__package__}.console")
+TENANT_ID_CHARS: Final = 16
+
+# The `/mcp` request being served, so every line logged while serving it carries its id.
+request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 
 
 class JsonFormatter(logging.Formatter):
@@ -21,6 +39,9 @@ class JsonFormatter(logging.Formatter):
         }
         if hasattr(record, "event"):
             line["message"] = record.getMessage()
+        current = request_id.get()
+        if current is not None:
+            line["request_id"] = current
         line.update({name: getattr(record, name) for name in FIELDS if hasattr(record, name)})
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
@@ -31,3 +52,64 @@ def formatter(log_format: str) -> logging.Formatter:
     if log_format == "json":
         return JsonFormatter()
     return logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def configure(level: str, log_format: str) -> None:
+    """Before the SDK's own `basicConfig`, so ours wins: plain lines (or JSON objects) on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter(log_format))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    if level != "DEBUG":  # one line per HTTP request the server sends, and the SDK's chatter, are debugging detail
+        for name in ("httpx2", "httpcore", "mcp"):
+            logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(f"{PROG}: %(message)s"))
+    CONSOLE.handlers[:] = [console]
+    CONSOLE.propagate = False
+    CONSOLE.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    if log_format == "json":
+        sys.excepthook = _log_uncaught
+
+
+def _log_uncaught(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    logging.getLogger(__package__).critical("uncaught %s", kind.__name__, exc_info=(kind, error, trace))
+
+
+def say(message: str, level: int = logging.INFO) -> None:
+    """A notice for whoever started the program: `agent-automation-mcp: message`, or a JSON line."""
+    CONSOLE.log(level, message)
+
+
+class TenantIds:
+    """Names a tenant in logs by an HMAC of its token's hash with a deployment's secret.
+
+    With the same secret every replica names a tenant alike, so one tenant's lines can be followed across
+    replicas; without the secret nobody can tell which token a name stands for, or link it to the token's
+    plain hash (the key its pacing uses in Redis).
+    """
+
+    def __init__(self, secret: str | None = None) -> None:
+        self.shared = secret is not None
+        self._key = (secret or secrets.token_hex(32)).encode()
+
+    def of(self, token_key: str | None) -> str | None:
+        if token_key is None:
+            return None
+        return hmac.new(self._key, token_key.encode(), hashlib.sha256).hexdigest()[:TENANT_ID_CHARS]
+
+
+# This process's naming of tenants: random per process until `use_tenant_ids` sets the deployment's.
+tenant_ids = TenantIds()
+
+
+def use_tenant_ids(ids: TenantIds) -> None:
+    global tenant_ids
+    tenant_ids = ids
+
+
+def tenant_id(token_key: str | None) -> str | None:
+    """What a log line calls the tenant whose token has this hash (`Credentials.token_key`)."""
+    return tenant_ids.of(token_key)

@@ -28,6 +28,7 @@ from .api.transport import ApiTransport
 from .caching import ExpiringCache
 from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
+from .logs import tenant_id
 from .pacing import create_pacer
 from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
 from .tools.confirm import continuation_security
@@ -179,9 +180,9 @@ class AgentAutomationServer(MCPServer[ServerState]):
                 else:
                     self.observer.call_finished(name, outcome, seconds)
             event = "tool_call_paused" if outcome == PAUSED else "tool_call"
-            logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, tenant[:12] if tenant else "-",
+            logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, tenant_id(tenant) or "-",
                         extra={"event": event, "tool": name, "outcome": outcome, "duration": round(seconds, 4),
-                               "tenant": tenant[:12] if tenant else None})
+                               "tenant": tenant_id(tenant)})
         return result
 
     def _tenant(self, context: Context[ServerState, Any] | None) -> str | None:

@@ -22,14 +22,15 @@ from harness import RATE_LIMITS, HttpServer, clean_env, free_port, tenant_client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from test_manifests import MANIFESTS, REMOTE_URL, dockerfile, manifest_json, only
+from test_manifests import MANIFESTS, REMOTE_URL, dockerfile, env_file, manifest_json, only
 
 ONE_ORG, BOTH_ORGS = "tok-manifests-org1", "tok-manifests-both"  # the second must say which organisation
 RUNTIME: Final = dockerfile()[1]
 BASE: Final = MANIFESTS / "kubernetes" / "base"
 DEPLOYMENT: Final = yaml.safe_load((BASE / "deployment.yaml").read_text())
 (CONTAINER,) = DEPLOYMENT["spec"]["template"]["spec"]["containers"]
-CONFIG: Final[dict[str, str]] = yaml.safe_load((BASE / "configmap.yaml").read_text())["data"]
+CONFIG: Final[dict[str, str]] = env_file(BASE / "settings.env")  # the ConfigMap's data
+PORTS: Final = {port["name"]: port["containerPort"] for port in CONTAINER["ports"]}
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +69,17 @@ def image(sandbox: SandboxServer) -> Iterator[HttpServer]:
 
 
 @pytest.fixture(scope="module")
-def deployment(sandbox: SandboxServer) -> Iterator[HttpServer]:
+def metrics_port() -> int:
+    """Where the Deployment's metrics port is served here (a free one, as for the main port)."""
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def deployment(sandbox: SandboxServer, metrics_port: int) -> Iterator[HttpServer]:
     """The Deployment's arguments with the ConfigMap's settings."""
-    env = clean_env(**CONFIG, AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS)
+    assert int(CONFIG["AGENT_AUTOMATION_METRICS_PORT"]) == PORTS["metrics"]
+    env = clean_env(**(CONFIG | {"AGENT_AUTOMATION_METRICS_PORT": str(metrics_port)}),
+                    AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS)
     server = _run_here(CONTAINER["args"], env)
     yield server
     _stopped(server)
@@ -103,8 +112,7 @@ def test_the_healthcheck_fails_where_nothing_answers() -> None:
 def test_probes_with_a_pods_address_as_host_are_answered_while_mcp_refuses_that_host(
         deployment: HttpServer) -> None:
     # The kubelet probes http://<pod IP>:<containerPort>/path, so that is the Host it sends.
-    (port,) = CONTAINER["ports"]
-    pod = {"host": f"10.244.1.17:{port['containerPort']}"}
+    pod = {"host": f"10.244.1.17:{PORTS['http']}"}
     probes = {CONTAINER[probe]["httpGet"]["path"] for probe in ("livenessProbe", "readinessProbe", "startupProbe")}
     assert probes == {"/healthz", "/readyz"}
     answers = {path: httpx2.get(f"{deployment.origin}{path}", headers=pod, timeout=10) for path in sorted(probes)}
@@ -113,6 +121,14 @@ def test_probes_with_a_pods_address_as_host_are_answered_while_mcp_refuses_that_
     assert {path: answer.status_code for path, answer in answers.items()} == {"/healthz": 200, "/readyz": 200}
     assert answers["/readyz"].json()["ready"] is True
     assert mcp.status_code == 421  # the Host check is on: the probes pass because they are outside it
+
+
+def test_metrics_are_served_on_the_metrics_port_only(deployment: HttpServer, metrics_port: int) -> None:
+    """The Service exposes the http port: /metrics is not there, only on the port the NetworkPolicy keeps for the
+    scraper."""
+    assert httpx2.get(f"{deployment.origin}/metrics", timeout=10).status_code == 404
+    scraped = httpx2.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+    assert scraped.status_code == 200 and "agent_automation_tool_calls_in_flight" in scraped.text
 
 
 def _filled(value: str, variables: dict[str, str]) -> str:

@@ -15,3 +15,7 @@ class TransportObserver(Protocol):
         """A request went to the service, counted against `buckets`; `status` is the HTTP status or what
         happened instead (`timeout`, `connection`)."""
         ...
+
+    def token_checked(self, verdict: bool | None) -> None:
+        """The service was asked whether a token is valid: accepted (True), refused (False), no answer (None)."""
+        ...

@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from ..config import RemoteSettings
 from ..server import AgentAutomationServer
+from .access import AccessLog
 from .gate import Lifecycle, McpGate
 from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
@@ -35,6 +36,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth)
+    mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "alive"})
@@ -43,9 +45,6 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
         redis = await _redis_state(server)
         body = {"ready": lifecycle.serving, "draining": lifecycle.draining, "redis": redis}
         return JSONResponse(body, status_code=200 if lifecycle.serving else 503)
-
-    async def metrics_endpoint(request: Request) -> Response:
-        return Response(metrics.exposition(await _redis_state(server) == "reachable"), media_type=CONTENT_TYPE)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -56,12 +55,26 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
             finally:
                 lifecycle.ready = False
 
-    return Starlette(routes=[
-        Route("/mcp", gate, methods=["GET", "POST", "DELETE"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics_endpoint, methods=["GET"]),
-    ], lifespan=lifespan)
+    # With a metrics port, /metrics is served there only (a NetworkPolicy admits the scraper to it): the public
+    # port answers it 404, so what one replica did is not told to whoever reaches /mcp.
+    routes = [Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+              Route("/healthz", healthz, methods=["GET"]),
+              Route("/readyz", readyz, methods=["GET"])]
+    if remote.metrics_port is None:
+        routes.append(metrics_route(server, metrics))
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def metrics_route(server: AgentAutomationServer, metrics: Metrics) -> Route:
+    async def metrics_endpoint(request: Request) -> Response:
+        return Response(metrics.exposition(await _redis_state(server) == "reachable"), media_type=CONTENT_TYPE)
+
+    return Route("/metrics", metrics_endpoint, methods=["GET"])
+
+
+def build_metrics_app(server: AgentAutomationServer, metrics: Metrics) -> Starlette:
+    """What the metrics port serves: `/metrics` and nothing else."""
+    return Starlette(routes=[metrics_route(server, metrics)])
 
 
 async def _redis_state(server: AgentAutomationServer) -> str:

@@ -1,7 +1,8 @@
 """`GET /metrics` in the Prometheus text format: what one replica did, never who it did it for.
 
-Labels are tool names, outcomes (`ok` or an error kind), rate-limit buckets and HTTP statuses only: no
-token, tenant or organisation. Each server has its own registry, so several in one process stay apart.
+Labels are tool names, outcomes (`ok` or an error kind), rate-limit buckets, HTTP statuses, refusal reasons
+and token verdicts only: no token, tenant or organisation. Each server has its own registry, so several in one
+process stay apart.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 PACING_BUCKETS: Final = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 45.0)
+# Up to a call's whole budget: most calls take well under a second, `wait_seconds` and paging up to ~55 s.
+CALL_BUCKETS: Final = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0)
+VERDICTS: Final = {True: "accepted", False: "refused", None: "undecided"}
 
 
 class Metrics:
@@ -32,6 +36,20 @@ class Metrics:
         self.pacing_wait = Histogram("agent_automation_pacing_wait_seconds",
                                      "How long requests waited for their turn under the rate limits.",
                                      buckets=PACING_BUCKETS, registry=self.registry)
+        self.call_duration = Histogram("agent_automation_tool_call_duration_seconds",
+                                       "How long tool calls took, by tool.", ("tool",), buckets=CALL_BUCKETS,
+                                       registry=self.registry)
+        self.responses = Counter("agent_automation_http_responses", "Answers to /mcp requests by HTTP status.",
+                                 ("status",), registry=self.registry)
+        self.refused = Counter(
+            "agent_automation_http_refused",
+            "/mcp requests refused before or by the MCP SDK, by HTTP status and reason (no_token, token_refused, "
+            "origin, host, body_too_large, rate_limited, unavailable, bad_request, not_acceptable, other).",
+            ("status", "reason"), registry=self.registry)
+        self.token_checks = Counter(
+            "agent_automation_token_checks",
+            "Questions to the service whether a token is valid, by verdict (accepted, refused, or undecided: "
+            "the service could not answer and the request went on).", ("verdict",), registry=self.registry)
         self.redis_up = Gauge("agent_automation_redis_up",
                               "1 while the shared pacing store answers, 0 when it does not or none is configured.",
                               registry=self.registry)
@@ -42,6 +60,7 @@ class Metrics:
     def call_finished(self, tool: str, outcome: str, seconds: float) -> None:
         self.calls_in_flight.dec()
         self.tool_calls.labels(tool=tool, outcome=outcome).inc()
+        self.call_duration.labels(tool=tool).observe(seconds)
 
     def call_paused(self, tool: str, seconds: float) -> None:
         self.calls_in_flight.dec()  # not a finished call: the answer comes back as one
@@ -52,6 +71,16 @@ class Metrics:
     def upstream(self, buckets: Sequence[str], status: str) -> None:
         for bucket in buckets:
             self.upstream_requests.labels(bucket=bucket, status=status).inc()
+
+    def responded(self, status: int, reason: str | None) -> None:
+        """A `/mcp` request was answered with `status`; `reason` says why when it was refused."""
+        self.responses.labels(status=str(status)).inc()
+        if reason is not None:
+            self.refused.labels(status=str(status), reason=reason).inc()
+
+    def token_checked(self, verdict: bool | None) -> None:
+        """The service was asked about a token: accepted (True), refused (False) or no answer (None)."""
+        self.token_checks.labels(verdict=VERDICTS[verdict]).inc()
 
     def exposition(self, redis_up: bool) -> bytes:
         self.redis_up.set(1 if redis_up else 0)

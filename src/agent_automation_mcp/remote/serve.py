@@ -3,15 +3,18 @@
 On SIGTERM `/readyz` turns 503 at once (the load balancer stops sending), new `/mcp` requests get 503 (which a
 balancer may send to another replica: manifests/haproxy) and listening `GET /mcp` streams end, while the calls
 in flight finish, for up to the grace period; then the process exits 0. A second signal, or SIGINT, stops at
-once as uvicorn does.
+once as uvicorn does. With a metrics port, a second listener serves `/metrics` there until the main one has
+stopped, so the scraper sees the drain.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import signal
 import time
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -20,7 +23,7 @@ import uvicorn
 
 from ..config import RemoteSettings
 from ..server import AgentAutomationServer
-from .app import build_app
+from .app import build_app, build_metrics_app
 from .gate import Lifecycle
 from .hosts import HostPolicy
 from .metrics import Metrics
@@ -60,6 +63,14 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
 
+class CompanionServer(uvicorn.Server):
+    """A second listener beside the main server, which alone handles the signals and says when this one stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 def run_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str, port: int, policy: HostPolicy,
              per_request_auth: bool, metrics: Metrics) -> None:
     """Serve until stopped, on the event loop `loop_options` picks."""
@@ -78,6 +89,20 @@ async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, h
     lifecycle = Lifecycle()
     app = build_app(server, remote, policy=policy, per_request_auth=per_request_auth, metrics=metrics,
                     lifecycle=lifecycle)
+    # log_config=None: uvicorn's lines go through our handlers, in our format (JSON included); access_log=False:
+    # remote/access.py writes the one line per request.
     config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_config=None, access_log=False,
                             timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on")
-    await DrainingServer(config, lifecycle, remote.shutdown_grace).serve()
+    main = DrainingServer(config, lifecycle, remote.shutdown_grace)
+    if remote.metrics_port is None:
+        await main.serve()
+        return
+    metrics_config = uvicorn.Config(build_metrics_app(server, metrics), host=host.strip("[]"), port=remote.metrics_port,
+                                    log_config=None, access_log=False, lifespan="off")
+    companion = CompanionServer(metrics_config)
+    async with anyio.create_task_group() as group:
+        group.start_soon(companion.serve)
+        try:
+            await main.serve()
+        finally:
+            companion.should_exit = True

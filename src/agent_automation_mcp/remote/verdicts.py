@@ -18,6 +18,7 @@ from ..api.credentials import Credentials
 from ..api.errors import ApiError, AuthenticationError
 from ..api.transport import ApiTransport
 from ..caching import ExpiringCache
+from ..logs import tenant_id
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class TokenVerdicts:
         try:
             return await self._ask(transport, credentials)
         finally:
+            transport.observer and transport.observer.token_checked(self._verdicts.get(key))
             del self._asking[key]
             done.set()
 
@@ -56,10 +58,10 @@ class TokenVerdicts:
             await client.get_current_user()
         except AuthenticationError:
             self._verdicts.put(credentials.token_key, False, REFUSED_SECONDS)
-            logger.info("the service refused token %s", credentials.token_key[:12])
+            logger.info("the service refused token %s", tenant_id(credentials.token_key))
             return False
         except ApiError as exc:
-            logger.info("could not check token %s (%s); letting the request through", credentials.token_key[:12],
+            logger.info("could not check token %s (%s); letting the request through", tenant_id(credentials.token_key),
                         exc.kind)
             return True
         self._verdicts.put(credentials.token_key, True, ACCEPTED_SECONDS)

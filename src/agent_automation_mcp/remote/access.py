@@ -1,0 +1,148 @@
+"""One access line per `/mcp` request, at INFO, and the refusal counters: what an on-call engineer reads first.
+
+The line names the request (its id, echoed in `X-Request-Id`), what it asked (the JSON-RPC method and the
+tool), how it ended (the tool's outcome or the refusal's reason, the HTTP status), how long it took and who
+asked (the tenant by `logs.tenant_id`, never the token or its plain hash). It wraps the gate, so refusals
+are logged and counted too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Final
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import logs
+from ..api.credentials import Credentials
+from ..headers import bearer_token
+from .metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+REQUEST_ID_HEADER: Final = "x-request-id"
+REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # a caller's or balancer's id is kept when it is sane
+MAX_NAME_CHARS: Final = 64  # a method or tool name from a request body, as the line quotes it
+# Why a request was refused, by HTTP status (401 is split by whether a token was sent and refused).
+REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 406: "not_acceptable",
+                                     413: "body_too_large", 421: "host", 429: "rate_limited", 503: "unavailable"}
+
+
+@dataclass(slots=True)
+class _Call:
+    """What the server noted about the request's tool call, if it made one."""
+
+    tool: str | None = None
+    outcome: str | None = None
+
+
+_current_call: ContextVar[_Call | None] = ContextVar("current_call", default=None)
+
+
+class AccessLog:
+    """An ASGI app around `/mcp`'s gate."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        headers = Headers(scope=scope)
+        given = headers.get(REQUEST_ID_HEADER, "")
+        rid = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        # The 2026-07-28 era names the method in a header the SDK checks against the body; a legacy request only in
+        # its body, which is then kept as the SDK reads it (and only when the line is written at all).
+        keep_body = "mcp-method" not in headers and logger.isEnabledFor(logging.INFO)
+        body = bytearray()
+        response: dict[str, Any] = {"status": 500, "token_refused": False}
+
+        async def receiving() -> Message:
+            message = await receive()
+            if keep_body and message["type"] == "http.request" and len(body) < self.max_body_bytes:
+                body.extend(message.get("body", b"")[:self.max_body_bytes - len(body)])
+            return message
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                response["status"] = message["status"]
+                answered = Headers(raw=message.get("headers", []))
+                response["token_refused"] = "invalid_token" in answered.get("www-authenticate", "")
+                message["headers"] = [*message.get("headers", []), (REQUEST_ID_HEADER.encode(), rid.encode())]
+            await send(message)
+
+        call = _Call()
+        rid_token = logs.request_id.set(rid)
+        call_token = _current_call.set(call)
+        try:
+            await self.app(scope, receiving, sending)
+        finally:
+            _current_call.reset(call_token)
+            self._record(scope, headers, bytes(body), call, response, time.monotonic() - started)
+            logs.request_id.reset(rid_token)
+
+    def _record(self, scope: Scope, headers: Headers, body: bytes, call: _Call, response: Mapping[str, Any],
+                seconds: float) -> None:
+        status: int = response["status"]
+        reason = None
+        if 400 <= status < 500 or status == 503:
+            reason = "token_refused" if response["token_refused"] else REASONS.get(status, "other")
+        self.metrics.responded(status, reason)
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        method, named_tool = _rpc(body)
+        if "mcp-method" in headers:
+            method = headers["mcp-method"][:MAX_NAME_CHARS]
+            named_tool = headers.get("mcp-name", "")[:MAX_NAME_CHARS] if method == "tools/call" else None
+        outcome = call.outcome or reason or ("ok" if status < 400 else "error")
+        tool = call.tool or named_tool or None
+        token = bearer_token(headers)
+        tenant = logs.tenant_id(Credentials(token).token_key if token else None)
+        client = scope.get("client")
+        logger.info("%s %s %s%s %d %s %.3f s tenant %s", scope["method"], scope["path"], method or "-",
+                    f" {tool}" if tool else "", status, outcome, seconds, tenant or "-",
+                    extra={"event": "access", "http_method": scope["method"], "path": scope["path"],
+                           "method": method, "tool": tool, "status": status, "outcome": outcome,
+                           "duration": round(seconds, 4), "tenant": tenant, "client": client[0] if client else None})
+
+
+class AccessMetrics(Metrics):
+    """The server's `CallObserver` over HTTP: the metrics, and the tool's outcome noted for the request's access
+    line (the SDK runs the tool in a task started from the request's context, so it sees the request's `_Call`)."""
+
+    def call_finished(self, tool: str, outcome: str, seconds: float) -> None:
+        super().call_finished(tool, outcome, seconds)
+        call = _current_call.get()
+        if call is not None:
+            call.tool, call.outcome = tool, outcome
+
+
+def _rpc(body: bytes) -> tuple[str | None, str | None]:
+    """The JSON-RPC method and, for a tool call, the tool's name, as the body says (quoted short)."""
+    if not body:
+        return None, None
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return "unreadable", None
+    if isinstance(message, list):
+        return "batch", None
+    if not isinstance(message, dict):
+        return "unreadable", None
+    method = message.get("method")
+    params = message.get("params")
+    name = params.get("name") if isinstance(params, dict) and method == "tools/call" else None
+    return (str(method)[:MAX_NAME_CHARS] if method is not None else "response",
+            str(name)[:MAX_NAME_CHARS] if name is not None else None)
