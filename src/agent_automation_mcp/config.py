@@ -46,6 +46,8 @@ AUTH_MODES = ("request", "env")
 DEFAULT_TENANT_CALLS = 16  # calls one token may have in flight on one server
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_SHUTDOWN_GRACE = 25.0
+DEFAULT_TOKEN_CHECKS_PER_ADDRESS = 60  # per minute: checks of tokens never accepted before (remote/strangers.py)
+DEFAULT_TOKEN_CHECKS_TOTAL = 300
 
 
 def parse_auth(value: str | None) -> str | None:
@@ -74,6 +76,9 @@ class RemoteSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_tenant_calls: int = DEFAULT_TENANT_CALLS
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    token_checks_per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS
+    token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -88,4 +93,9 @@ class RemoteSettings:
                                             minimum=1),
             shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
                                           minimum=0),
+            token_checks_per_address=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS", int,
+                                                    DEFAULT_TOKEN_CHECKS_PER_ADDRESS, minimum=1),
+            token_checks_total=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL", int,
+                                              DEFAULT_TOKEN_CHECKS_TOTAL, minimum=1),
+            trusted_proxies=parse_list(first_set(env, "AGENT_AUTOMATION_TRUSTED_PROXIES")),
         )

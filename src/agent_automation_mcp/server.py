@@ -25,7 +25,7 @@ from .api.errors import ApiError, ConfigurationError
 from .api.observer import TransportObserver
 from .api.settings import ApiSettings
 from .api.transport import ApiTransport
-from .caching import ExpiringCache
+from .caching import ExpiringCache, SharedStore
 from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
 from .pacing import create_pacer
@@ -34,6 +34,7 @@ from .tools.callers import (
     SLOT_RESERVE_SECONDS,
     CallerResolver,
     ConfiguredCaller,
+    OrganizationCache,
     ServerState,
     TenantSlots,
     slot_waited,
@@ -103,6 +104,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         # The cap shares a server among tenants; the one configured caller (stdio, --auth env) is never capped.
         self._slots = None if isinstance(self._callers, ConfiguredCaller) else TenantSlots(max_tenant_calls)
         self.observer = observer
+        self.shared = SharedStore(api.redis_url)  # per-token caches every replica shares (memory without Redis)
         self.state: ServerState | None = None  # while the lifespan runs: the shared transport, for the HTTP gate
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
@@ -239,11 +241,13 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
     assert isinstance(server, AgentAutomationServer)
     api = server.api_settings
     async with ApiTransport(api, create_pacer(api), observer=server.observer) as transport:
-        server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings)
+        server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
+                                   organizations=OrganizationCache(server.shared))
         try:
             yield server.state
         finally:
             server.state = None
+            await server.shared.aclose()
 
 
 def build_server(api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,

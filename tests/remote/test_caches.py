@@ -42,7 +42,7 @@ async def test_calls_past_a_tenants_cap_wait_in_line_and_only_a_wait_past_the_de
     async def call(i: int, seconds: float) -> None:
         async with slots.hold("a", time.monotonic() + 5):
             order.append(i)
-            await (first.wait() if i == 0 else anyio.sleep(seconds))
+            await (first.wait() if i < 2 else anyio.sleep(seconds))
 
     async with anyio.create_task_group() as group:
         for i in range(6):

@@ -76,6 +76,9 @@ async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, h
     lifecycle = Lifecycle()
     app = build_app(server, remote, policy=policy, per_request_auth=per_request_auth, metrics=metrics,
                     lifecycle=lifecycle)
+    # X-Forwarded-For names the client (for the strangers' budget) only when it comes from a trusted proxy.
     config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on")
+                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on",
+                            proxy_headers=bool(remote.trusted_proxies),
+                            forwarded_allow_ips=list(remote.trusted_proxies))
     await DrainingServer(config, lifecycle, remote.shutdown_grace).serve()

@@ -24,7 +24,7 @@ from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError, RateLimitError
 from ..api.transport import ApiTransport
-from ..caching import ExpiringCache
+from ..caching import SharedCache, SharedStore
 from ..headers import HeaderError, bearer_token, organization_id
 
 if TYPE_CHECKING:  # config reads the toolsets, whose tools call through this module
@@ -89,23 +89,31 @@ class RequestCaller:
             raise ConfigurationError(str(exc), hint=self.organization_hint) from None
 
 
+Organizations = tuple[int, list[tuple[int, str | None]]]  # how many the token sees, and the first page (id, name)
+
+
 class OrganizationCache:
     """When no organisation is given: the token's only organisation, remembered a few minutes per token.
 
-    A cache, not state: losing it costs one `list_organizations` request. Bounded in tokens and age.
+    A cache, not state: losing it costs one `list_organizations` request. Bounded in tokens and age, and
+    shared by every replica through Redis when one is configured, so a token is looked up once per lifetime.
+    The lookup is the tenant's own request, paced (and counted by the service) against its `standard` limit.
     """
 
-    def __init__(self, ttl: float = ORG_CACHE_SECONDS, max_entries: int = ORG_CACHE_ENTRIES) -> None:
+    def __init__(self, store: SharedStore | None = None, ttl: float = ORG_CACHE_SECONDS,
+                 max_entries: int = ORG_CACHE_ENTRIES) -> None:
         self._ttl = ttl
-        self._orgs: ExpiringCache[tuple[int, list[tuple[int, str | None]]]] = ExpiringCache(max_entries)
+        self._orgs: SharedCache[Organizations] = SharedCache(
+            store or SharedStore(), "orgs", max_entries,
+            decode=lambda value: (value[0], [(org_id, name) for org_id, name in value[1]]))
 
     async def resolve(self, client: AgentAutomationClient, hint: str) -> int:
-        key = client.credentials.token_key
-        cached = self._orgs.get(key)
-        if cached is None:
+        async def lookup() -> tuple[Organizations, float]:
             page = await client.list_organizations(limit=100)
-            cached = (max(page.total or 0, len(page.items)), [(org.id, org.name) for org in page.items])
-            self._orgs.put(key, cached, self._ttl)
+            return (max(page.total or 0, len(page.items)), [(org.id, org.name) for org in page.items]), self._ttl
+
+        cached = await self._orgs.remembered(client.credentials.token_key, lookup, fetch_seconds=CALL_SECONDS)
+        assert cached is not None  # `lookup` answers or raises
         total, orgs = cached
         if not orgs:
             raise ConfigurationError("this API token sees no organisation",
