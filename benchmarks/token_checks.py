@@ -32,6 +32,7 @@ from redis import Redis
 from report import command_line, publish
 
 from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.config import DEFAULT_TOKEN_CHECKS_PER_ADDRESS, DEFAULT_TOKEN_CHECKS_TOTAL
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 TENANTS = tuple(f"tok-bench-tenant-{i:02d}" for i in range(50))
@@ -155,9 +156,10 @@ def report(rows: dict[str, Figures], count: int, argv: list[str] | None) -> str:
         lines.append(f"| {name} | {f.checks} | {f.lookups} | {f.tenant_errors} | {f.stranger_checks:,} | {statuses} "
                      f"| {f.stranger_seconds:.1f} | {f.redis_keys:,} | {f.known_calls} ({f.known_errors}) |")
     lines += ["", "Checks and lookups are once per token whatever the number of replicas (shared through Redis); "
-              "checks of tokens never accepted before spend from the strangers' budget (60 per client address and "
-              "300 in total per minute by default, see docs/remote-limits.md), past which the gate answers 429 "
-              "without asking the service. The tenants, new tokens from the same address a moment before, spent "
+              "checks of tokens never accepted before spend from the strangers' budget "
+              f"({DEFAULT_TOKEN_CHECKS_PER_ADDRESS} per client address and {DEFAULT_TOKEN_CHECKS_TOTAL} in total "
+              "per minute by default, see docs/remote-limits.md), past which the gate answers 429 without asking "
+              "the service. The tenants, new tokens from the same address a moment before, spent "
               "from that budget too, so the random tokens got what they left of it. Redis keys: each checked "
               "token's verdict and pacing keys (and each tenant's organisations), plus the budget's two lists."]
     return "\n".join(lines)

@@ -55,6 +55,9 @@ class ExpiringCache(Generic[V]):
 
 
 KEY_PREFIX: Final = "aamcp"  # as the pacing keys: `aamcp:{<token hash>}:...`, one Cluster slot per token
+# Seconds a Redis command may take. Longer than pacing's: only a token the replica has not seen lately waits for
+# it, and a busy replica's lag must not count as Redis gone (which would lift the strangers' budget to one per replica).
+REDIS_TIMEOUT: Final = 1.0
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of memory only after Redis failed, before it is tried again
 POLL_SECONDS: Final = 0.05  # how often a replica looks for the answer another replica is fetching
 
@@ -73,7 +76,7 @@ class SharedStore:
             from redis.asyncio import BlockingConnectionPool, Redis
             from redis.exceptions import RedisError
 
-            from .pacing.redis_ledger import REDIS_CONNECTIONS, REDIS_POOL_WAIT, REDIS_TIMEOUT
+            from .pacing.redis_ledger import REDIS_CONNECTIONS, REDIS_POOL_WAIT
 
             pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT,
                                                    socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT)

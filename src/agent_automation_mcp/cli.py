@@ -90,9 +90,9 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-checks-per-address", type=_positive_int,
                         help="HTTP --auth request: checks per minute with the service of tokens never accepted "
                              "before, per client address, shared by every replica through Redis; past it 429 "
-                             "(default 60; env AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS)")
+                             "(default 200; env AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS)")
     parser.add_argument("--token-checks-total", type=_positive_int,
-                        help="HTTP --auth request: the same, for every address together (default 300; "
+                        help="HTTP --auth request: the same, for every address together (default 600; "
                              "env AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL)")
     parser.add_argument("--trusted-proxy", action="append", default=None, metavar="ADDRESS[/BITS]",
                         help="HTTP: a proxy (address or network) whose X-Forwarded-For names the client, as a "

@@ -13,29 +13,22 @@ import httpx2
 import pytest
 from harness import RATE_LIMITS, HttpServer, clean_env, tenant_client
 from redis import Redis
+from test_remote import MODERN_CALL as LIST_CALL
+from test_remote import MODERN_HEADERS as LIST_HEADERS
 
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.config import DEFAULT_TOKEN_CHECKS_PER_ADDRESS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from pacing.redis_server import RedisServer
 
 TENANTS = tuple(f"tok-tenant-{i:02d}" for i in range(50))
-LIST_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
-LIST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-                "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+LIMITS = RATE_LIMITS.replace("standard=2000/30s", "standard=20000/30s")  # room for every tenant: pacing is not tested
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[SandboxServer]:
-    # Room for every tenant's calls: pacing is not under test here.
-    limits = RATE_LIMITS.replace("standard=2000/30s", "standard=20000/30s")
-    with SandboxServer(SandboxConfig(tokens=TENANTS, run_seconds=2.0, rate_limits=_limits(limits))) as server:
+    with SandboxServer(SandboxConfig(tokens=TENANTS, run_seconds=2.0, rate_limits=parse_rate_limits(LIMITS))) as server:
         yield server
-
-
-def _limits(spec: str) -> dict:  # type: ignore[type-arg]
-    from agent_automation_mcp.api.limits import parse_rate_limits
-
-    return parse_rate_limits(spec)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +43,8 @@ def redis() -> Iterator[RedisServer]:
 
 
 def replicas(sandbox: SandboxServer, redis: RedisServer, count: int, *args: str) -> list[HttpServer]:
-    env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS.replace(
-        "standard=2000/30s", "standard=20000/30s"), AGENT_AUTOMATION_REDIS_URL=redis.url)
+    env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=LIMITS,
+                    AGENT_AUTOMATION_REDIS_URL=redis.url)
     return [HttpServer(env, "--auth", "request", *args) for _ in range(count)]
 
 
@@ -128,11 +121,40 @@ async def test_random_tokens_cost_at_most_the_budget_and_known_tenants_pass(
                 async with tenant_client(servers[(i + 1) % 3].url, authorization=f"Bearer {token}") as client:
                     known_after.append(await client.call_tool("list_models", {}))
     finally:
-        stop(servers, *known)
-    assert checks <= 60 and statuses[401] == checks and statuses[429] == 1500 - checks
-    assert keys < 4 * 60 + 4 * len(known) + 10  # per check: its verdict and pacing keys; not per token sent
+        stderr = [server.stop() for server in servers]
+    assert not any(token in text for text in stderr for token in known)
+    assert not any("Redis is unreachable" in text for text in stderr), "a replica counted alone"
+    assert 0 < checks <= DEFAULT_TOKEN_CHECKS_PER_ADDRESS and statuses == {401: checks, 429: 1500 - checks}
+    assert keys <= 4 * checks + 6 * len(known) + 2  # per check its verdict and pacing keys, not per token sent
     error = refusals[0].json()["error"]
     assert refusals[0].headers["retry-after"] == str(error["retry_after_seconds"]) and error["kind"] == "rate_limited"
     assert 1 <= error["retry_after_seconds"] <= 60 and set(error) == {"kind", "status", "message",
                                                                       "retry_after_seconds", "hint"}
     assert all(not result.is_error for result in known_after)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_the_budget_holds_per_address_and_in_total_and_forwarded_for_counts_only_from_a_trusted_proxy(
+        sandbox: SandboxServer, redis: RedisServer, trusted: bool) -> None:
+    redis.flush()
+    proxy = ("--trusted-proxy", "127.0.0.0/8") if trusted else ()
+    servers = replicas(sandbox, redis, 2, "--token-checks-per-address", "3", "--token-checks-total", "7", *proxy)
+    before = len(sandbox.state.request_log)
+    statuses: dict[str, Counter[int]] = {}
+    try:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            for address in ("198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4"):
+                statuses[address] = Counter()
+                for i in range(5):
+                    answer = await http.post(servers[i % 2].url, json=LIST_CALL, headers=LIST_HEADERS | {
+                        "authorization": f"Bearer tok-{secrets.token_hex(12)}", "x-forwarded-for": address})
+                    statuses[address][answer.status_code] += 1
+    finally:
+        stop(servers)
+    checks = upstream(sandbox, before)["get_current_user"]
+    if trusted:  # each address its 3, until the total's 7 are spent
+        assert [statuses[a][401] for a in statuses] == [3, 3, 1, 0] and checks == 7
+    else:  # the header is ignored: one address, the socket's
+        assert [statuses[a][401] for a in statuses] == [3, 0, 0, 0] and checks == 3
+    assert all(sum(counts.values()) == 5 and set(counts) <= {401, 429} for counts in statuses.values())

@@ -16,10 +16,9 @@ from collections import deque
 from typing import Final
 
 from ..caching import KEY_PREFIX, SharedStore
+from ..config import DEFAULT_TOKEN_CHECKS_PER_ADDRESS, DEFAULT_TOKEN_CHECKS_TOTAL
 
 WINDOW_SECONDS: Final = 60.0
-DEFAULT_PER_ADDRESS: Final = 60  # checks of unknown tokens per client address per minute
-DEFAULT_TOTAL: Final = 300  # ... and for every address together
 TOTAL: Final = "total"
 
 # KEYS: the address's log, the total's log. ARGV: window µs, per-address limit, total limit.
@@ -57,8 +56,8 @@ class OverBudget(Exception):
 
 
 class StrangerBudget:
-    def __init__(self, store: SharedStore, per_address: int = DEFAULT_PER_ADDRESS, total: int = DEFAULT_TOTAL,
-                 window: float = WINDOW_SECONDS) -> None:
+    def __init__(self, store: SharedStore, per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS,
+                 total: int = DEFAULT_TOKEN_CHECKS_TOTAL, window: float = WINDOW_SECONDS) -> None:
         if per_address < 1 or total < 1:
             raise ValueError("the budgets of token checks must be >= 1 per minute")
         self.store = store

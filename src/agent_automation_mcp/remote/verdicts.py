@@ -44,9 +44,11 @@ class TokenVerdicts:
     async def accepted(self, transport: ApiTransport, token: str, address: str | None) -> bool:
         """The verdict; `OverBudget` when the token is unknown and `address` (or everyone) has no checks left."""
         credentials = Credentials(token)
-        verdict = await self._verdicts.remembered(credentials.token_key, lambda: self._ask(transport, credentials,
-                                                                                           address),
-                                                  fetch_seconds=CHECK_SECONDS)
+
+        async def ask() -> tuple[bool, float] | None:
+            return await self._ask(transport, credentials, address)
+
+        verdict = await self._verdicts.remembered(credentials.token_key, ask, fetch_seconds=CHECK_SECONDS)
         return True if verdict is None else verdict  # no answer: let the request through
 
     async def _ask(self, transport: ApiTransport, credentials: Credentials,
