@@ -56,6 +56,8 @@ class OverBudget(Exception):
 
 
 class StrangerBudget:
+    """Checks left in the last `window` seconds, per client address and in total: in Redis, or in memory."""
+
     def __init__(self, store: SharedStore, per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS,
                  total: int = DEFAULT_TOKEN_CHECKS_TOTAL, window: float = WINDOW_SECONDS) -> None:
         if per_address < 1 or total < 1:
