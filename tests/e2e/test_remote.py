@@ -378,4 +378,5 @@ async def test_calls_past_a_tenants_cap_wait_their_turn_and_finish_without_holdi
     finally:
         server.stop()
     assert all(not result.is_error for result in results.values()) and len(results) == 5
-    assert finished == ["other", "waiting", "queued-0", "queued-1", "queued-2"]
+    # Alice's calls one at a time, in the order they came; Bob's whenever it is done (the cap is Alice's).
+    assert [name for name in finished if name != "other"] == ["waiting", "queued-0", "queued-1", "queued-2"]
