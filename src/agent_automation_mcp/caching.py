@@ -1,15 +1,25 @@
-"""A cache bounded in both count and age, for what the server remembers per token.
+"""Caches bounded in both count and age, for what the server remembers per token, and their shared form.
 
 A remote server sees many tokens in a day; whatever it keeps per token (its organisation, whether the
 service accepts it) must not grow without end, so entries expire and the oldest go first when full.
+Replicas share these through Redis when one is configured (`SharedCache`), keyed by the token's hash.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+
+import anyio
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+logger = logging.getLogger(__name__)
 
 V = TypeVar("V")
 
@@ -42,3 +52,145 @@ class ExpiringCache(Generic[V]):
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
+
+
+KEY_PREFIX: Final = "aamcp"  # as the pacing keys: `aamcp:{<token hash>}:...`, one Cluster slot per token
+# Seconds a Redis command may take. Longer than pacing's: only a token the replica has not seen lately waits for
+# it, and a busy replica's lag must not count as Redis gone (which would lift the strangers' budget to one per replica).
+REDIS_TIMEOUT: Final = 1.0
+RETRY_REDIS_AFTER: Final = 2.0  # seconds of memory only after Redis failed, before it is tried again
+POLL_SECONDS: Final = 0.05  # how often a replica looks for the answer another replica is fetching
+
+
+class SharedStore:
+    """The Redis every replica shares, for what is remembered per token hash; without one, this process's memory.
+
+    Redis that does not answer is not an error: each cache goes on in memory (as one replica alone would) and
+    Redis is tried again a little later. The connection is made on first use, within the running event loop.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self.redis: Redis | None = None
+        self.failures: tuple[type[Exception], ...] = ()  # what Redis raises when it cannot answer
+        if url:  # the Redis client costs start-up time: loaded only when used
+            from redis.asyncio import BlockingConnectionPool, Redis
+            from redis.exceptions import RedisError
+
+            from .pacing.redis_ledger import REDIS_CONNECTIONS, REDIS_POOL_WAIT
+
+            pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT,
+                                                   socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT)
+            self.redis = Redis.from_pool(pool)
+            self.failures = (RedisError, OSError, TimeoutError)
+        self._retry_at = 0.0
+
+    def reachable(self) -> Redis | None:
+        """Redis, unless none is configured or it failed a moment ago."""
+        return self.redis if time.monotonic() >= self._retry_at else None
+
+    def lost(self, exc: Exception) -> None:
+        if time.monotonic() >= self._retry_at:
+            logger.warning("Redis is unreachable for the shared token caches (%s); remembering in memory meanwhile",
+                           type(exc).__name__)
+        self._retry_at = time.monotonic() + RETRY_REDIS_AFTER
+
+    async def aclose(self) -> None:
+        if self.redis is not None:
+            await self.redis.aclose()
+
+
+class SharedCache(Generic[V]):
+    """Values per token hash that every replica shares through the store's Redis, with the same lifetimes there.
+
+    This process keeps what it has read or written (bounded in count, for what remains of each lifetime), so a
+    value costs one Redis read per replica, not one per request. `remembered` fetches a missing value once,
+    whatever the number of replicas and requests asking for it at the same moment.
+    """
+
+    def __init__(self, store: SharedStore, namespace: str, max_entries: int, *,
+                 decode: Callable[[Any], V] = lambda value: value) -> None:
+        self.store = store
+        self.namespace = namespace
+        self._local: ExpiringCache[V] = ExpiringCache(max_entries)
+        self._decode = decode
+        self._fetching: dict[str, anyio.Lock] = {}  # token hash -> one fetch at a time in this process
+
+    def _key(self, key: str) -> str:
+        return f"{KEY_PREFIX}:{{{key}}}:{self.namespace}"
+
+    async def get(self, key: str) -> V | None:
+        value = self._local.get(key)
+        redis = self.store.reachable()
+        if value is not None or redis is None:
+            return value
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                raw, ttl_ms = await pipe.get(self._key(key)).pttl(self._key(key)).execute()
+        except self.store.failures as exc:
+            self.store.lost(exc)
+            return None
+        if raw is None or ttl_ms <= 0:
+            return None
+        value = self._decode(json.loads(raw))
+        self._local.put(key, value, ttl_ms / 1000)
+        return value
+
+    async def put(self, key: str, value: V, ttl: float) -> None:
+        self._local.put(key, value, ttl)
+        if (redis := self.store.reachable()) is not None:
+            try:
+                await redis.set(self._key(key), json.dumps(value), px=max(1, round(ttl * 1000)))
+            except self.store.failures as exc:
+                self.store.lost(exc)
+
+    async def remembered(self, key: str, fetch: Callable[[], Awaitable[tuple[V, float] | None]], *,
+                         fetch_seconds: float) -> V | None:
+        """The value, fetched when missing: `fetch` answers (value, lifetime), or None for nothing to remember.
+
+        One fetch per key at a time in this process (the others wait, then read what it remembered) and, through a
+        lock in Redis, across replicas; a replica waits at most `fetch_seconds` for another's fetch, then fetches.
+        """
+        value = await self.get(key)
+        if value is not None:
+            return value
+        lock = self._fetching.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                value = await self.get(key)
+                if value is not None:
+                    return value
+                return await self._fetch_once(key, fetch, fetch_seconds)
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                self._fetching.pop(key, None)
+
+    async def _fetch_once(self, key: str, fetch: Callable[[], Awaitable[tuple[V, float] | None]],
+                          fetch_seconds: float) -> V | None:
+        fetching, owned = f"{self._key(key)}:fetching", False
+        give_up = time.monotonic() + fetch_seconds
+        try:
+            while (redis := self.store.reachable()) is not None and time.monotonic() < give_up:
+                try:
+                    owned = bool(await redis.set(fetching, "1", nx=True, px=round(fetch_seconds * 1000)))
+                except self.store.failures as exc:
+                    self.store.lost(exc)
+                    break
+                if not owned:
+                    await anyio.sleep(POLL_SECONDS)  # another replica is fetching: take its answer
+                value = await self.get(key)  # (owned: one may have been fetched since this process looked)
+                if value is not None:
+                    return value
+                if owned:
+                    break
+            answer = await fetch()
+            if answer is None:
+                return None
+            await self.put(key, *answer)
+            return answer[0]
+        finally:
+            if owned and (redis := self.store.reachable()) is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await redis.delete(fetching)
+                    except self.store.failures as exc:
+                        self.store.lost(exc)

@@ -79,8 +79,21 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-body-bytes", type=_positive_int,
                         help="HTTP: the largest request body (default 1 MiB; env AGENT_AUTOMATION_MAX_BODY_BYTES)")
     parser.add_argument("--max-tenant-calls", type=_positive_int,
-                        help="calls one token may have in flight at once (default 16; "
+                        help="HTTP --auth request: calls one token may have in flight on this replica; more wait "
+                             "their turn, first come first served, and only a wait past the call's deadline is "
+                             "refused; the configured caller (stdio, --auth env) is never capped (default 16; "
                              "env AGENT_AUTOMATION_MAX_TENANT_CALLS)")
+    parser.add_argument("--token-checks-per-address", type=_positive_int,
+                        help="HTTP --auth request: checks per minute with the service of tokens never accepted "
+                             "before, per client address, shared by every replica through Redis; past it 429 "
+                             "(default 200; env AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS)")
+    parser.add_argument("--token-checks-total", type=_positive_int,
+                        help="HTTP --auth request: the same, for every address together (default 600; "
+                             "env AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL)")
+    parser.add_argument("--trusted-proxy", action="append", default=None, metavar="ADDRESS[/BITS]",
+                        help="HTTP: a proxy (address or network) whose X-Forwarded-For names the client, as a "
+                             "balancer in front of the replicas; repeatable (default: none, the socket's peer is "
+                             "the client; env AGENT_AUTOMATION_TRUSTED_PROXIES, comma-separated)")
     parser.add_argument("--shutdown-grace", type=_seconds,
                         help="HTTP: on SIGTERM, seconds to let calls in flight finish (default 60; "
                              "env AGENT_AUTOMATION_SHUTDOWN_GRACE)")
@@ -150,7 +163,10 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
              "max_tenant_calls": args.max_tenant_calls, "shutdown_grace": args.shutdown_grace,
              "metrics_port": args.metrics_port,
              "allowed_hosts": args.allowed_host and parse_list(",".join(args.allowed_host)),
-             "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin))}
+             "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin)),
+             "token_checks_per_address": args.token_checks_per_address,
+             "token_checks_total": args.token_checks_total,
+             "trusted_proxies": args.trusted_proxy and parse_list(",".join(args.trusted_proxy))}
     remote = dataclasses.replace(remote, **{name: value for name, value in flags.items() if value is not None})
     return api, server, remote
 

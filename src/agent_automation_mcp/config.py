@@ -49,6 +49,10 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # its answer; tests/remote/test_drain.py holds this, the Deployment's grace and the call budgets together.
 DEFAULT_SHUTDOWN_GRACE = 60.0
 MIN_STATE_KEY_CHARS = 32
+# Per minute: checks of tokens never accepted before (remote/strangers.py). A company of 200 developers whose
+# tokens all come new from one address in the same minute (a first rollout behind a proxy) still fits.
+DEFAULT_TOKEN_CHECKS_PER_ADDRESS = 200
+DEFAULT_TOKEN_CHECKS_TOTAL = 600
 
 
 def parse_auth(value: str | None) -> str | None:
@@ -93,6 +97,9 @@ class RemoteSettings:
     # Every replica behind one balancer needs the same keys (a Secret): the first seals, every one opens.
     state_keys: tuple[str, ...] = field(default=(), repr=False)
     metrics_port: int | None = None  # None: /metrics on the public port; a port: there only
+    token_checks_per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS
+    token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -109,6 +116,11 @@ class RemoteSettings:
                                           minimum=0),
             state_keys=parse_state_keys(first_set(env, "AGENT_AUTOMATION_STATE_KEYS")),
             metrics_port=_port_setting(env, "AGENT_AUTOMATION_METRICS_PORT"),
+            token_checks_per_address=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS", int,
+                                                    DEFAULT_TOKEN_CHECKS_PER_ADDRESS, minimum=1),
+            token_checks_total=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL", int,
+                                              DEFAULT_TOKEN_CHECKS_TOTAL, minimum=1),
+            trusted_proxies=parse_list(first_set(env, "AGENT_AUTOMATION_TRUSTED_PROXIES")),
         )
 
 

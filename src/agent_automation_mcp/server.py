@@ -25,12 +25,21 @@ from .api.errors import ApiError, ConfigurationError
 from .api.observer import TransportObserver
 from .api.settings import ApiSettings
 from .api.transport import ApiTransport
-from .caching import ExpiringCache
+from .caching import ExpiringCache, SharedStore
 from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
-from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
+from .tools.callers import (
+    CALL_SECONDS,
+    SLOT_RESERVE_SECONDS,
+    CallerResolver,
+    ConfiguredCaller,
+    OrganizationCache,
+    ServerState,
+    TenantSlots,
+    slot_waited,
+)
 from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
@@ -86,7 +95,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
     """An `MCPServer` offering exactly the tools `select_tools` allows, with one error shape for every failure.
 
     Over HTTP a request may narrow what it lists and calls (`X-MCP-Toolsets`, `X-MCP-Readonly`), never beyond
-    the operator's settings; each token has a cap on its calls in flight.
+    the operator's settings; each request's token has a cap on its calls in flight, past which calls wait their turn.
     """
 
     def __init__(self, api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
@@ -97,8 +106,10 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self.tool_specs: tuple[ToolSpec, ...] = tuple(select_tools(settings))
         self._offered = offered_names(settings)
         self._callers = callers or ConfiguredCaller(api.token, api.org_id)
-        self._slots = TenantSlots(max_tenant_calls)
+        # The cap shares a server among tenants; the one configured caller (stdio, --auth env) is never capped.
+        self._slots = None if isinstance(self._callers, ConfiguredCaller) else TenantSlots(max_tenant_calls)
         self.observer = observer
+        self.shared = SharedStore(api.redis_url)  # per-token caches every replica shares (memory without Redis)
         self.state: ServerState | None = None  # while the lifespan runs: the shared transport, for the HTTP gate
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
@@ -167,9 +178,16 @@ class AgentAutomationServer(MCPServer[ServerState]):
             self.observer.call_started(name)
         result: CallToolResult | InputRequiredResult | None = None
         try:
-            with self._slots.hold(tenant or ""):
+            if self._slots is None:
                 result = await self._call_tool(name, arguments, context)
-        except ApiError as exc:  # over the cap
+            else:
+                async with self._slots.hold(tenant or "", started + CALL_SECONDS - SLOT_RESERVE_SECONDS):
+                    waited = slot_waited.set(time.monotonic() - started)
+                    try:
+                        result = await self._call_tool(name, arguments, context)
+                    finally:
+                        slot_waited.reset(waited)
+        except ApiError as exc:  # waited past the deadline for a slot
             result = error_result(exc)
         finally:
             seconds = time.monotonic() - started
@@ -238,11 +256,13 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
     assert isinstance(server, AgentAutomationServer)
     api = server.api_settings
     async with ApiTransport(api, create_pacer(api), observer=server.observer) as transport:
-        server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings)
+        server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
+                                   organizations=OrganizationCache(server.shared))
         try:
             yield server.state
         finally:
             server.state = None
+            await server.shared.aclose()
 
 
 def build_server(api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,

@@ -111,3 +111,21 @@ async def test_the_only_organisation_is_used_when_none_is_configured(sandbox: Sa
     async with Client(stdio_server(sandbox_env(sandbox, AGENT_AUTOMATION_ORG_ID=None))) as client:
         result = await client.call_tool("list_repositories", {"limit": 1})
     assert not result.is_error and result.structured_content["repositories"][0]["id"] == REPO_ID
+
+
+@pytest.mark.anyio
+async def test_thirty_parallel_calls_of_the_one_local_user_are_never_capped(sandbox: SandboxServer) -> None:
+    """The per-tenant cap shares a server among tenants; over stdio there is one user, and no call is refused."""
+    async with Client(stdio_server(sandbox_env(sandbox))) as client:
+        run = await client.call_tool("create_agent_run", {"prompt": "Keep thirty callers busy", "repo_id": REPO_ID})
+        calls: list[Any] = []
+
+        async def caller() -> None:  # each waits for the run, so all thirty are in flight at once
+            calls.append(await client.call_tool("get_agent_run", {"agent_run_id": run.structured_content["id"],
+                                                                  "wait_seconds": 1}))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(30):
+                group.start_soon(caller)
+    refused = [call for call in calls if call.is_error]
+    assert len(calls) == 30 and not refused, error_of(refused[0])

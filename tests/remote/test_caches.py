@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import anyio
 import pytest
 
 from agent_automation_mcp.api.errors import RateLimitError
@@ -30,10 +33,49 @@ def test_entries_expire_and_the_least_recently_used_go_first() -> None:
     assert cache.get("new") is None and cache.get("token-9997") == 9997
 
 
-def test_a_tenant_past_its_cap_is_refused_and_its_count_is_forgotten_when_idle() -> None:
+@pytest.mark.anyio
+async def test_calls_past_a_tenants_cap_wait_in_line_and_only_a_wait_past_the_deadline_is_refused() -> None:
     slots = TenantSlots(2)
-    with slots.hold("a"), slots.hold("a"), slots.hold("b"):
-        with pytest.raises(RateLimitError, match="2 calls in flight"), slots.hold("a"):
-            pass
-        assert len(slots) == 2
+    order: list[int] = []
+    first = anyio.Event()
+
+    async def call(i: int, seconds: float) -> None:
+        async with slots.hold("a", time.monotonic() + 5):
+            order.append(i)
+            await (first.wait() if i < 2 else anyio.sleep(seconds))
+
+    async with anyio.create_task_group() as group:
+        for i in range(6):
+            group.start_soon(call, i, 0.01 * (6 - i))
+            await anyio.sleep(0.01)  # they arrive in this order
+        async with slots.hold("b", time.monotonic()):  # another tenant is not held up
+            assert order == [0, 1]
+        first.set()
+    assert order == [0, 1, 2, 3, 4, 5] and len(slots) == 0  # first come, first served; nothing left behind
+    async with slots.hold("a", time.monotonic() + 1), slots.hold("a", time.monotonic() + 1):
+        started = time.monotonic()
+        with pytest.raises(RateLimitError, match=r"cap \(2\).*deadline came first") as refused:
+            async with slots.hold("a", time.monotonic() + 0.2):
+                pass
+        assert 0.15 < time.monotonic() - started < 2 and refused.value.retry_after
     assert len(slots) == 0
+
+
+@pytest.mark.anyio
+async def test_a_waiting_call_cancelled_passes_its_slot_on() -> None:
+    slots = TenantSlots(1)
+    served: list[str] = []
+
+    async def call(name: str) -> None:
+        async with slots.hold("a", time.monotonic() + 5):
+            served.append(name)
+
+    async with anyio.create_task_group() as group, slots.hold("a", time.monotonic() + 5):
+        async with anyio.create_task_group() as doomed:
+            doomed.start_soon(call, "cancelled")
+            await anyio.sleep(0.05)
+            doomed.cancel_scope.cancel()
+        group.start_soon(call, "next")
+        await anyio.sleep(0.05)
+        assert served == []
+    assert served == ["next"] and len(slots) == 0

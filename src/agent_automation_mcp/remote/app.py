@@ -24,6 +24,8 @@ from .access import AccessLog
 from .gate import Lifecycle, McpGate
 from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
+from .strangers import StrangerBudget
+from .verdicts import TokenVerdicts
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +37,9 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     server.streamable_http_app(stateless_http=True, max_request_body_size=remote.max_body_bytes,
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
-    gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth)
+    budget = StrangerBudget(server.shared, remote.token_checks_per_address, remote.token_checks_total)
+    gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
+                   verdicts=TokenVerdicts(server.shared, budget))
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
 
     async def healthz(request: Request) -> Response:

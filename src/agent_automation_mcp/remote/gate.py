@@ -7,6 +7,7 @@ refusal in a client's log knows what to send instead.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -19,6 +20,7 @@ from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
 from .hosts import HostPolicy
+from .strangers import OverBudget
 from .verdicts import TokenVerdicts
 
 REALM: Final = 'Bearer realm="agent-automation-mcp"'
@@ -71,8 +73,9 @@ class McpGate:
         listening = scope["method"] == "GET"
         if not listening:  # counted from the start: a token check is part of the request a drain waits for
             self.lifecycle.in_flight += 1
+        client = scope.get("client")  # the socket's peer, or what a trusted proxy says (--trusted-proxy)
         try:
-            refusal = await self._refusal(Headers(scope=scope))
+            refusal = await self._refusal(Headers(scope=scope), client[0] if client else None)
             if refusal is not None:
                 status, body, extra = refusal
                 await _respond(send, status, body, extra)
@@ -111,7 +114,8 @@ class McpGate:
         if open_body:  # ended by the drain, not by the client
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _refusal(self, headers: Headers) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
+    async def _refusal(self, headers: Headers,
+                       address: str | None) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
         if refused is not None:
             kind = "forbidden" if refused.status == 403 else "misdirected"
@@ -134,15 +138,26 @@ class McpGate:
         if token is None:
             return 401, _error("unauthorized", 401, "this server needs your own API token with each request",
                                TOKEN_HINT), {"WWW-Authenticate": REALM}
-        if not await self.verdicts.accepted(self.server.state.transport, token):
+        try:
+            accepted = await self.verdicts.accepted(self.server.state.transport, token, address)
+        except OverBudget as exc:
+            wait = max(1, math.ceil(exc.retry_after))
+            return 429, _error("rate_limited", 429, "too many unknown API tokens from this address (or from everyone) "
+                               "were checked with the service in the last minute; this one was not checked yet",
+                               "Send a valid API token; if it is yours, send the request again after "
+                               "retry_after_seconds.", retry_after=wait), {"Retry-After": str(wait)}
+        if not accepted:
             return 401, _error("unauthorized", 401, "the service refused this API token (invalid or revoked)",
                                "Create a new token at https://codegen.com/token and send it as "
                                "Authorization: Bearer <token>."), {"WWW-Authenticate": REFUSED_REALM}
         return None
 
 
-def _error(kind: str, status: int, message: str, hint: str) -> dict[str, Any]:
-    return {"error": {"kind": kind, "status": status, "message": message, "hint": hint}}
+def _error(kind: str, status: int, message: str, hint: str, *, retry_after: int | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"kind": kind, "status": status, "message": message}
+    if retry_after is not None:
+        error["retry_after_seconds"] = retry_after
+    return {"error": {**error, "hint": hint}}
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:

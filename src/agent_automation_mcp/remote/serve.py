@@ -92,7 +92,10 @@ async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, h
     # log_config=None: uvicorn's lines go through our handlers, in our format (JSON included); access_log=False:
     # remote/access.py writes the one line per request.
     config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on")
+                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on",
+                            # X-Forwarded-For names the client (for the strangers' budget) only from a trusted proxy.
+                            proxy_headers=bool(remote.trusted_proxies),
+                            forwarded_allow_ips=list(remote.trusted_proxies))
     main = DrainingServer(config, lifecycle, remote.shutdown_grace)
     if remote.metrics_port is None:
         await main.serve()

@@ -9,18 +9,22 @@ the server's lifespan state, and per-token caches are bounded in size and age.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+import anyio
 from mcp.server.mcpserver import Context
 
 from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError, RateLimitError
 from ..api.transport import ApiTransport
-from ..caching import ExpiringCache
+from ..caching import SharedCache, SharedStore
 from ..headers import HeaderError, bearer_token, organization_id
 
 if TYPE_CHECKING:  # config reads the toolsets, whose tools call through this module
@@ -30,10 +34,15 @@ CALL_SECONDS: Final = 45.0  # every call answers well before the 60 s most MCP c
 ORG_CACHE_SECONDS: Final = 300.0
 ORG_CACHE_ENTRIES: Final = 10_000  # tokens whose organisations are remembered at once
 TENANT_RETRY_SECONDS: Final = 1.0
+# A call waiting for one of its token's slots gives up this long before its deadline: time left for the call itself.
+SLOT_RESERVE_SECONDS: Final = 10.0
 NO_TOKEN_MESSAGE: Final = "no API token is configured"
 NO_TOKEN_HINT: Final = (
     "Set AGENT_AUTOMATION_API_TOKEN (a Codegen API token from https://codegen.com/token) in this server's "
     "environment and restart it, or start it with --sandbox to try every tool against a local simulator.")
+
+# Seconds the call being served waited for a slot (`TenantSlots`), set by the server: spent from the call's budget.
+slot_waited: ContextVar[float] = ContextVar("slot_waited", default=0.0)
 
 
 class CallerResolver(Protocol):
@@ -80,23 +89,31 @@ class RequestCaller:
             raise ConfigurationError(str(exc), hint=self.organization_hint) from None
 
 
+Organizations = tuple[int, list[tuple[int, str | None]]]  # how many the token sees, and the first page (id, name)
+
+
 class OrganizationCache:
     """When no organisation is given: the token's only organisation, remembered a few minutes per token.
 
-    A cache, not state: losing it costs one `list_organizations` request. Bounded in tokens and age.
+    A cache, not state: losing it costs one `list_organizations` request. Bounded in tokens and age, and
+    shared by every replica through Redis when one is configured, so a token is looked up once per lifetime.
+    The lookup is the tenant's own request, paced (and counted by the service) against its `standard` limit.
     """
 
-    def __init__(self, ttl: float = ORG_CACHE_SECONDS, max_entries: int = ORG_CACHE_ENTRIES) -> None:
+    def __init__(self, store: SharedStore | None = None, ttl: float = ORG_CACHE_SECONDS,
+                 max_entries: int = ORG_CACHE_ENTRIES) -> None:
         self._ttl = ttl
-        self._orgs: ExpiringCache[tuple[int, list[tuple[int, str | None]]]] = ExpiringCache(max_entries)
+        self._orgs: SharedCache[Organizations] = SharedCache(
+            store or SharedStore(), "orgs", max_entries,
+            decode=lambda value: (value[0], [(org_id, name) for org_id, name in value[1]]))
 
     async def resolve(self, client: AgentAutomationClient, hint: str) -> int:
-        key = client.credentials.token_key
-        cached = self._orgs.get(key)
-        if cached is None:
+        async def lookup() -> tuple[Organizations, float]:
             page = await client.list_organizations(limit=100)
-            cached = (max(page.total or 0, len(page.items)), [(org.id, org.name) for org in page.items])
-            self._orgs.put(key, cached, self._ttl)
+            return (max(page.total or 0, len(page.items)), [(org.id, org.name) for org in page.items]), self._ttl
+
+        cached = await self._orgs.remembered(client.credentials.token_key, lookup, fetch_seconds=CALL_SECONDS)
+        assert cached is not None  # `lookup` answers or raises
         total, orgs = cached
         if not orgs:
             raise ConfigurationError("this API token sees no organisation",
@@ -111,9 +128,11 @@ class OrganizationCache:
 
 
 class TenantSlots:
-    """A cap on each token's calls in flight, so one tenant cannot take every worker from the others.
+    """A cap on each token's calls in flight on this server, so one tenant cannot take every worker from the others.
 
-    Counts live only while calls run: a token with nothing in flight holds no entry.
+    A call over the cap waits its turn, first come first served, until its deadline; only a call still waiting
+    then is refused (`rate_limited`, nothing sent). Counts and queues live only while calls run: a token with
+    nothing in flight holds no entry.
     """
 
     def __init__(self, limit: int) -> None:
@@ -121,23 +140,55 @@ class TenantSlots:
             raise ValueError(f"the per-tenant cap on calls in flight must be >= 1, got {limit}")
         self.limit = limit
         self._held: dict[str, int] = {}
+        self._waiting: dict[str, deque[anyio.Event]] = {}  # token -> calls waiting, oldest first
 
-    @contextmanager
-    def hold(self, token_key: str) -> Iterator[None]:
+    @asynccontextmanager
+    async def hold(self, token_key: str, deadline: float) -> AsyncIterator[None]:
+        """A slot for the call, waited for until `deadline` (a `time.monotonic()` instant)."""
         held = self._held.get(token_key, 0)
-        if held >= self.limit:
-            raise RateLimitError(
-                f"this API token already has {held} calls in flight on this server (the per-tenant cap); "
-                "nothing was sent", retry_after=TENANT_RETRY_SECONDS,
-                hint="Wait for one of your calls in flight to finish, then call again.")
-        self._held[token_key] = held + 1
+        if held < self.limit and token_key not in self._waiting:
+            self._held[token_key] = held + 1
+        else:
+            await self._wait_turn(token_key, deadline)
         try:
             yield
         finally:
-            if self._held[token_key] == 1:
-                del self._held[token_key]
-            else:
-                self._held[token_key] -= 1
+            self._release(token_key)
+
+    async def _wait_turn(self, token_key: str, deadline: float) -> None:
+        turn = anyio.Event()  # set by `_release`, which hands this call a slot it frees
+        queue = self._waiting.setdefault(token_key, deque())
+        queue.append(turn)
+        started = time.monotonic()
+        try:
+            with anyio.move_on_after(deadline - started):
+                await turn.wait()
+        except BaseException:  # cancelled: a slot handed over meanwhile goes on to the next in line
+            if turn.is_set():
+                self._release(token_key)
+            raise
+        finally:
+            if not turn.is_set():  # gave up (deadline or cancelled): leave the line
+                queue.remove(turn)
+                if not queue:
+                    del self._waiting[token_key]
+        if not turn.is_set():
+            raise RateLimitError(
+                f"this API token's calls in flight on this server are at the per-tenant cap ({self.limit}); this "
+                f"call waited {time.monotonic() - started:.0f} s for one to finish and its deadline came first; "
+                "nothing was sent", retry_after=TENANT_RETRY_SECONDS,
+                hint="Wait for one of your calls in flight to finish, then call again.")
+
+    def _release(self, token_key: str) -> None:
+        queue = self._waiting.get(token_key)
+        if queue:  # the slot passes to the oldest waiting call; the count stays
+            queue.popleft().set()
+            if not queue:
+                del self._waiting[token_key]
+        elif self._held[token_key] == 1:
+            del self._held[token_key]
+        else:
+            self._held[token_key] -= 1
 
     def __len__(self) -> int:
         return len(self._held)
@@ -159,9 +210,10 @@ def state_of(ctx: Context[Any, Any]) -> ServerState:
 
 async def client_for(ctx: Context[Any, Any], seconds: float = CALL_SECONDS, *,
                      needs_org: bool = True) -> AgentAutomationClient:
-    """A client for this call's caller, with a deadline `seconds` from now and the organisation resolved."""
+    """A client for this call's caller, with a deadline `seconds` from now (less any wait for a slot) and the
+    organisation resolved."""
     state = state_of(ctx)
-    client = AgentAutomationClient(state.transport, state.callers.credentials(ctx)).within(seconds)
+    client = AgentAutomationClient(state.transport, state.callers.credentials(ctx)).within(seconds - slot_waited.get())
     if needs_org and client.credentials.org_id is None:
         client = client.for_org(await state.organizations.resolve(client, state.callers.organization_hint))
     return client
