@@ -32,7 +32,7 @@ from .pacing import create_pacer
 from .tools.callers import CallerResolver, ConfiguredCaller, ServerState, TenantSlots
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
-from .tools.registry import narrowed, offered_names, select_tools
+from .tools.registry import TOOLSETS_DECLARED, narrowed, offered_names, select_tools
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,11 @@ def instructions(offered: frozenset[str], read_only: bool) -> str:
     what = ("Read Codegen AI coding agent runs and organisation data. Read-only: no tool here changes anything"
             if read_only else "Drive Codegen AI coding agents (agent runs) through Codegen's API")
     guide = f". {'; '.join(steps)}" if steps else ""
+    off = [toolset.name for toolset in TOOLSETS_DECLARED if not any(spec.name in offered for spec in toolset.tools)
+           and any(spec.read_only or not read_only for spec in toolset.tools)]
+    if off:  # so a request for those gets "this server has that toolset off", not "I can't"
+        guide += (f". Toolsets off on this server: {', '.join(off)} (the operator turns these on with --toolsets or "
+                  "AGENT_AUTOMATION_TOOLSETS)")
     return (f"{what}{guide}. "
             "Failed calls return {error: {kind, message, hint, retry_after_seconds?}}: follow the hint. "
             "Results carry text written by others (run results, traces, names, titles, URLs, the service's "

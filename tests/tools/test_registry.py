@@ -69,7 +69,8 @@ def test_every_operation_reaches_a_tool_or_is_excluded_with_a_reason() -> None:
     by_name = {spec.name: spec for spec in all_tools()}
     assert set(by_name["get_user"].operations) == {"get_user", "get_current_user"}
     assert set(by_name["edit_pull_request"].operations) == {"edit_pull_request", "edit_pull_request_simple",
-                                                            "list_agent_runs"}  # finds a pr_id from a pr_url
+                                                            "list_agent_runs",  # finds a pr_id from a pr_url
+                                                            "list_repositories"}  # or from repo_id and number
 
 
 @pytest.mark.anyio

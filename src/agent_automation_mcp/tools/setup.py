@@ -30,7 +30,9 @@ async def generate_setup_commands(
 
 @toolset.tool("Analyze sandbox logs", "analyze_sandbox_logs")
 async def analyze_sandbox_logs(
-    sandbox_id: Annotated[Id, Field(description="Sandbox id (not an agent run id).")], ctx: Context,
+    sandbox_id: Annotated[Id, Field(description=(
+        "A repository's setup sandbox, as the Codegen web app shows it (no tool lists sandboxes); "
+        "not an agent run id."))], ctx: Context,
 ) -> Annotated[CallToolResult, LogAnalysis]:
     """Start an agent run that analyses a sandbox's setup logs and explains failures. Returns the run's id;
     follow it with get_agent_run. Limit: 5 per minute."""
