@@ -79,10 +79,12 @@ def render(rows: dict[str, dict[str, int]], command: str) -> str:
                      f"{row['entries']}) | {row['structured'] / 4 / row['entries']:.1f} |")
     lines += [
         "", "### Reading the numbers", "",
-        "- `tools/list`: a definition used once is written where it is used, and below the top an object's "
-        "`type: object` goes where its `properties` say it; every schema still describes exactly what it did "
-        "(the SDK's `Client` checks every result of the test suite against them). A client that honours the cache "
-        "hints (`ttlMs` one hour) does not fetch it again within the hour.",
+        "- `tools/list`: a definition used once is written where it is used; input schemas keep every bound and "
+        "description. Output schemas are outlines: the names a result holds, nested as it holds them, without "
+        "types, `required` lists or nullable branches (a model reads those off the value; they were a third of "
+        "the list). Annotations at the protocol's defaults (`readOnlyHint: false`, `openWorldHint: true`) are "
+        "left out. A client that honours the cache hints (`ttlMs` one hour) does not fetch it again within the "
+        "hour.",
         "- Results other than traces keep their JSON text after the summary: several hosts pass a model only the "
         "content blocks, and the protocol asks for it for clients that ignore structured content. It is cheap "
         "to make: in a py-spy profile of `get_agent_run` over HTTP at concurrency 10, building the result "

@@ -120,7 +120,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         if self._compact_tools is None:
             self._compact_tools = [
                 tool.model_copy(update={"input_schema": compact_schema(tool.input_schema),
-                                        "output_schema": compact_schema(tool.output_schema, output=True)})
+                                        "output_schema": outline(tool.output_schema)})
                 for tool in await super().list_tools()]
             self._parameters = {tool.name: frozenset(tool.input_schema.get("properties", {}))
                                 for tool in self._compact_tools}
@@ -252,6 +252,36 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
     does `type: object` beside `properties` below the top (the properties say it).
     """
     return _compact(_inlined(schema), output=output, top=True)
+
+
+def outline(schema: Any) -> Any:
+    """An output schema as the names of what a result holds, nested as the result is, without types.
+
+    Before a call a model needs to know what a result will hold (pull_requests[].pr_id, next_skip); that a field
+    is an integer or may be null it reads off the value. The types, `required` lists and nullable branches were
+    a third of `tools/list` and told a model nothing, so they go; `{}` (any value) keeps the schema valid for
+    every result.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    defs = schema.get("$defs", {})
+
+    def names(node: Any, seen: frozenset[str]) -> dict[str, Any]:
+        if not isinstance(node, dict):
+            return {}
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            return {} if name in seen else names(defs.get(name), seen | {name})
+        for branch in node.get("anyOf", ()):  # a nullable object or list: its non-null branch
+            if inner := names(branch, seen):
+                return inner
+        if isinstance(node.get("properties"), dict):
+            return {"properties": {key: names(value, seen) for key, value in node["properties"].items()}}
+        inner = names(node.get("items"), seen)
+        return {"items": inner} if inner else {}
+
+    return {"type": "object", **names(schema, frozenset())}
 
 
 def _compact(schema: Any, *, output: bool, top: bool = False) -> Any:

@@ -173,8 +173,7 @@ async def get_agent_run_logs(
                     f"{MAX_RESULT_CHARS // 1000}k characters).")] = False,
 ) -> Annotated[CallToolResult, TracePage]:
     """Read an agent run's trace (its steps: thoughts, tool calls, errors, final answer) from skip, in pages
-    of limit entries. Long values are trimmed. Returns the entries, total_logs and next_skip (null at the
-    end): pass it as skip to continue."""
+    of limit entries. Long values are trimmed. Pass next_skip as skip to continue (null at the end)."""
     client = await client_for(ctx, CALL_SECONDS)
     all_pages = all_pages or bool(message_types)  # a filter over one page would miss what the next pages hold
     if all_pages:

@@ -55,9 +55,9 @@ async def edit_pull_request(
     number: Annotated[Id | None, Field(description="Instead of pr_id: GitHub's number, with repo_id.")] = None,
     repo_id: Annotated[Id | None, Field(description="Repository id (list_repositories).")] = None,
 ) -> Annotated[CallToolResult, PullRequestChange]:
-    """Set a pull request's state. Name it by pr_id (pull_requests of get_agent_run or list_agent_runs),
-    pr_url, or number with repo_id; only pull requests agent runs made are found by URL or number. Only
-    on the user's explicit request. Needs write access to the repository."""
+    """Set a pull request's state. Name it by pr_id (from get_agent_run or list_agent_runs), pr_url, or
+    number with repo_id (these two find pull requests agent runs made). Only on the user's explicit
+    request; needs write access to the repository."""
     if sum(value is not None for value in (pr_id, pr_url, number)) != 1 or (number is not None and repo_id is None):
         raise InvalidRequestError("edit_pull_request: give one of pr_id, pr_url (or owner/repo#7), or number with "
                                   "repo_id", operation="edit_pull_request")

@@ -28,7 +28,7 @@ WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answ
 POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
-                                   description="Wait up to this many seconds for the run to finish (0-50)."),
+                                   description="Wait up to this many seconds for the run to finish."),
                        STRICT_INT]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
 Status = Annotated[str, Field(max_length=40, pattern=r"^[A-Za-z_ -]+$")]  # the service's status is an open string
@@ -143,8 +143,8 @@ async def create_agent_run(
     images: Annotated[Images | None, Field(description="Images as base64 data URIs.")] = None,
 ) -> Annotated[CallToolResult, Run]:
     """Start an AI coding agent on a task, optionally on one repository. The run takes minutes: follow it
-    with get_agent_run (wait_seconds), read its steps with get_agent_run_logs. Returns its id, status and
-    web_url. Each call starts a new run (10 per minute)."""
+    with get_agent_run (wait_seconds), read its steps with get_agent_run_logs. Each call starts a new run
+    (10 per minute)."""
     client = await client_for(ctx)
     created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
                                             images=images)
@@ -155,10 +155,9 @@ async def create_agent_run(
 @toolset.tool("Get agent run", "get_agent_run")
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
-    """Get an agent run's status, result and pull requests (pr_id, GitHub number, url; the service does
-    not report a pull request's state, e.g. draft). elapsed_seconds: how long an unfinished run has been
-    going, by this server's clock. With wait_seconds > 0, poll until the run finishes or the wait ends;
-    is_terminal tells which."""
+    """Get an agent run's status, result and pull requests (the service does not report a pull request's
+    state, e.g. draft). elapsed_seconds: how long an unfinished run has gone on, by this server's clock.
+    wait_seconds > 0 polls until the run finishes or the wait ends; is_terminal tells which."""
     client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
     started = time.monotonic()
     run = await client.get_agent_run(agent_run_id)
@@ -190,8 +189,8 @@ async def list_agent_runs(
         "Service values ACTIVE, PENDING, COMPLETE, ERROR, FAILED, STOPPED, CANCELLED, or words: running, "
         f"failed, done, finished, stopped (any case). Filtered here over ≤{MAX_SCANNED_RUNS} runs."))] = None,
 ) -> Annotated[CallToolResult, RunList]:
-    """List the organisation's agent runs, newest first, optionally filtered. Returns runs with status,
-    elapsed_seconds, pull requests and web_url, and next_skip. Runs do not say who started them."""
+    """List the organisation's agent runs, newest first, optionally filtered. Runs do not say who started
+    them."""
     client = await client_for(ctx)
     wanted = wanted_statuses(statuses)
     taken = RunsTaken(_max_chars(ctx), limit, wanted)
@@ -267,7 +266,7 @@ class RunsTaken:
 async def resume_agent_run(agent_run_id: Id, prompt: Prompt, ctx: Context,
                            model: Model | None = None) -> Annotated[CallToolResult, Run]:
     """Send a follow-up instruction to an existing agent run (e.g. to fix review comments or continue after
-    it finished). Returns the run; follow it with get_agent_run."""
+    it finished). Follow it with get_agent_run."""
     client = await client_for(ctx)
     run = Run.of(await client.resume_agent_run(agent_run_id, prompt, model=model), _max_chars(ctx))
     return ok(run, f"Resumed: {run.describe()}")

@@ -29,8 +29,8 @@ class SettingsChange(Output):
 
 @toolset.tool("Get check-suite settings", "get_check_suite_settings")
 async def get_check_suite_settings(repo_id: RepoId, ctx: Context) -> Annotated[CallToolResult, CheckSuiteSettings]:
-    """Read how a repository's failed CI checks are handled: retry counts, ignored checks, custom
-    prompts per check and apps whose failures are handled first."""
+    """Read how a repository's failed CI checks are handled: retries, ignored checks, prompts per check,
+    apps handled first."""
     out = await (await client_for(ctx)).get_check_suite_settings(repo_id)
     return ok(out, f"Repository {repo_id}: retry failed checks {out.check_retry_count} times, "
                    f"{len(out.ignored_checks)} ignored checks")
