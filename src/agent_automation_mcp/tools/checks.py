@@ -30,7 +30,7 @@ _DONE = {"ban": "Checks banned on", "unban": "Checks unbanned on", "remove": "Ag
 _VERB = {"ban": "banned", "unban": "unbanned", "remove": "removed"}
 
 
-def _change(action: str, agent_run_id: int, response: dict[str, Any]) -> CallToolResult:
+def checks_result(action: str, agent_run_id: int, response: dict[str, Any]) -> CallToolResult:
     """The result of a ban, unban or removal, built from what the service's answer says it did, and nothing more:
     the pull request it names, the runs it says it stopped, whether it says it succeeded. An answer that says
     none of these (the contract leaves the body unspecified) is reported as accepted, not as done."""
@@ -70,14 +70,14 @@ async def ban_checks(agent_run_id: Id, ctx: Context,
     on that pull request. Only on the user's explicit request; undo with unban_checks. No tool cancels a
     run: this comes closest."""
     require_confirmation(confirmed, "ban_checks")
-    return _change("ban", agent_run_id, await (await client_for(ctx)).ban_checks(agent_run_id))
+    return checks_result("ban", agent_run_id, await (await client_for(ctx)).ban_checks(agent_run_id))
 
 
 @toolset.tool("Unban checks", "unban_checks")
 async def unban_checks(agent_run_id: Id, ctx: Context) -> Annotated[CallToolResult, ChecksChange]:
     """Resume processing CI check failures on the pull request of an agent run: reverses ban_checks and
     remove_from_pull_request. Stopped runs stay stopped (resume_agent_run restarts one)."""
-    return _change("unban", agent_run_id, await (await client_for(ctx)).unban_checks(agent_run_id))
+    return checks_result("unban", agent_run_id, await (await client_for(ctx)).unban_checks(agent_run_id))
 
 
 def _removal_question(agent_run_id: int, ctx: Context) -> Question:
@@ -93,4 +93,4 @@ async def remove_from_pull_request(agent_run_id: Id, ctx: Context,
     its agents stopped) under another name; unban_checks reverses it. Only on the user's explicit request."""
     require_confirmation(confirmed, "remove_from_pull_request")
     response = await (await client_for(ctx)).remove_from_pull_request(agent_run_id)
-    return _change("remove", agent_run_id, response)
+    return checks_result("remove", agent_run_id, response)
