@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated, Final
 
 import anyio
@@ -18,7 +17,18 @@ from ..api.models import AgentRun, LogPage, PullRequest, github_pull_request
 from ..api.params import MAX_METADATA_CHARS, STRICT_INT, AgentType, Id, Images, Metadata, Prompt, SourceType
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
-from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, label, next_skip, ok, trim_text
+from .results import (
+    PAGE_ITEMS_CHARS,
+    Output,
+    PageLimit,
+    PageSkip,
+    Timestamp,
+    instant,
+    label,
+    next_skip,
+    ok,
+    trim_text,
+)
 
 toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
 
@@ -33,8 +43,10 @@ WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
 Status = Annotated[str, Field(max_length=40, pattern=r"^[A-Za-z_ -]+$")]  # the service's status is an open string
 # The words people use for a status, and the service's values each stands for (observed: upper case; more may come).
-_RUNNING, _FAILED, _DONE, _STOPPED = ("ACTIVE", "RUNNING"), ("ERROR", "FAILED"), ("COMPLETE", "COMPLETED"), (
-    "STOPPED", "CANCELLED", "CANCELED")
+_RUNNING: Final = ("ACTIVE", "RUNNING")
+_FAILED: Final = ("ERROR", "FAILED")
+_DONE: Final = ("COMPLETE", "COMPLETED")
+_STOPPED: Final = ("STOPPED", "CANCELLED", "CANCELED")
 STATUS_WORDS: Final = {
     **dict.fromkeys(("running", "active", "in progress", "ongoing"), _RUNNING),
     **dict.fromkeys(("pending", "queued", "waiting"), ("PENDING",)),
@@ -83,19 +95,20 @@ class Run(Output):
     def describe(self) -> str:
         prs = "".join(f"; pull request pr_id {pr.pr_id}" + (f" (GitHub #{pr.number})" if pr.number else "")
                       for pr in self.pull_requests)
-        finished = " (finished)" if self.is_terminal else "" if self.elapsed_seconds is None else (
-            f", going for {duration(self.elapsed_seconds)} (server clock)")
+        if self.is_terminal:
+            finished = " (finished)"
+        elif self.elapsed_seconds is not None:
+            finished = f", going for {duration(self.elapsed_seconds)} (server clock)"
+        else:
+            finished = ""
         return f"Run {self.id} is {label(self.status, 'of unknown status')}{finished}{prs}; web_url in the result"
 
 
 def elapsed_since(created_at: str | None) -> int | None:
-    """Whole seconds from `created_at` (UTC when it names no zone) to now on this server's clock; None if unreadable.
-    The service reports no end time, so this is said only of runs still going."""
-    try:
-        moment = datetime.fromisoformat((created_at or "").strip())
-    except ValueError:
-        return None
-    return max(0, int(time.time() - (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()))
+    """Whole seconds from `created_at` to now on this server's clock; None if unreadable. The service reports no
+    end time, so this is said only of runs still going."""
+    moment = instant(created_at)
+    return None if moment is None else max(0, int(time.time() - moment.timestamp()))
 
 
 def duration(seconds: int) -> str:
