@@ -1,7 +1,9 @@
 """Twenty requests a user types, each answered only from what tools/list says, run against the sandbox (issue 19).
 
-    .venv/bin/python benchmarks/first_try.py
-    PYTHONPATH=/tmp/before/src .venv/bin/python benchmarks/first_try.py   # another tree's code, e.g. git archive
+    .venv/bin/python benchmarks/first_try.py [--before SRC] [--write docs/benchmarks.md]
+
+With `--before SRC` the same runs on another source tree's code (e.g. `git archive main src | tar -x -C
+/tmp/main`), in a process of its own.
 
 Each plan reads the listed tools (descriptions, schemas, instructions) to choose its calls, as a model would, then
 judges the answer it can give the user: fully right (true, complete, no effect claimed that the service did not
@@ -11,11 +13,17 @@ state, where a sandbox id comes from), telling the user so is the right answer.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client
+from report import command_line, publish
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
@@ -121,23 +129,25 @@ async def requests(model: Model, started: list[int]) -> list[tuple[str, bool, st
         data, text, err = await model.call("edit_pull_request", pr_url=f"{name}#{n407}", state="ready_for_review")
     out.append((f"Mark PR #{n407} of repository 202 ready for review", not err and data["pr_id"] == 306, text))
 
-    # 10
-    if "who started" in model.says("list_agent_runs"):
-        right, text = True, "told the user runs do not say who started them (user_id filters by starter)"
-    else:
-        before = model.calls
-        users, _, _ = await model.call("list_users", limit=100)
-        owner = None
-        for user in users["users"]:
-            data, _, _ = await model.call("list_agent_runs", user_id=user["id"], limit=100)
-            if 405 in {r["id"] for r in data["runs"]}:
-                owner = user["id"]
-        right, text = False, f"scanned every user's runs ({model.calls - before} calls): user {owner}"
-    out.append(("Who started run 405?", right, text))
+    # 10: the answer is true either way; what the tools list changes is whether the model knows to say first that
+    # the service does not tell, before spending a call per user.
+    told = "who started" in model.says("list_agent_runs")
+    before = model.calls
+    users, _, _ = await model.call("list_users", limit=100)
+    owner = None
+    for user in users["users"]:
+        data, _, _ = await model.call("list_agent_runs", user_id=user["id"], limit=100)
+        if 405 in {r["id"] for r in data["runs"]}:
+            owner = user["id"]
+    text = (f"{'said the service does not tell, then ' if told else ''}scanned every user's runs "
+            f"({model.calls - before} calls): user {owner}")
+    out.append(("Who started run 405?", owner is not None, text))
 
-    # 11
+    # 11: the service does not report a pull request's state; right is saying so, wrong is guessing from silence.
     data, text, _ = await model.call("get_agent_run", agent_run_id=407)
     says_unknown = "does not report a pull request's state" in model.says("get_agent_run")
+    text = ("told the user the service does not report it" if says_unknown
+            else "no state in the result and no word that the service cannot tell: the model guesses")
     out.append(("Is the pull request of run 407 still a draft?", says_unknown, text))
 
     # 12
@@ -185,11 +195,11 @@ async def requests(model: Model, started: list[int]) -> list[tuple[str, bool, st
 async def off_toolset(api: ApiSettings) -> tuple[str, bool, str]:
     async with Client(build_server(api, ServerSettings())) as client:
         text = client.instructions or ""
-    right = "oauth" in text and "--toolsets" in text
-    return ("Revoke my Linear tokens (default server: oauth off)", right, text[-200:])
+    said = next((part for part in text.split(". ") if "Toolsets off" in part), "the instructions name no toolset off")
+    return ("Revoke my Linear tokens (default server: oauth off)", "oauth" in said and "--toolsets" in said, said)
 
 
-async def main() -> None:
+async def measure() -> list[tuple[str, bool, str]]:
     config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
     async with SandboxServer(config) as sandbox:
         api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
@@ -200,13 +210,50 @@ async def main() -> None:
             started = [(await model.call("create_agent_run", prompt=f"Task {i}", repo_id=201))[0]["id"]
                        for i in range(3)]
             await model.call("set_webhook", url="https://hooks.example.com/0", secret="first")
-            model.calls = 0
             rows = await requests(model, started)
         rows.insert(12, await off_toolset(api))
-    for i, (request, right, said) in enumerate(rows, 1):
-        print(f"{i:2}. [{'RIGHT' if right else 'wrong'}] {request} -- {' '.join(str(said).split())[:160]}")
-    print(json.dumps({"right": sum(bool(r) for _, r, _ in rows), "of": len(rows)}))
+    return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
+
+
+def measure_elsewhere(src: Path) -> list[tuple[str, bool, str]]:
+    env = os.environ | {"PYTHONPATH": str(src)}  # ahead of the installed package: the other tree's code
+    out = subprocess.run([sys.executable, __file__, "--measure"], env=env, capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    return [tuple(row) for row in json.loads(out.strip().splitlines()[-1])]  # type: ignore[misc]
+
+
+def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str:
+    names = list(columns)
+    lines = ["## First try: twenty requests", "",
+             f"Produced by `{command}`: a scripted model that reads only `tools/list` (descriptions, schemas, the "
+             "instructions) picks the calls for each of twenty requests people type, runs them against the sandbox "
+             "and judges the answer it could give: **right** when it is true and complete and claims no effect the "
+             "service did not report (where the tools list says the service cannot tell, saying so is right).", "",
+             f"| # | request | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}"]
+    for index, request in enumerate(row[0] for row in columns[names[-1]]):
+        cells = [f"{'right' if rows[index][1] else '**wrong**'}: {rows[index][2].replace('|', '/')}"
+                 for rows in columns.values()]
+        lines.append(f"| {index + 1} | {request} | {' | '.join(cells)} |")
+    totals = ", ".join(f"{name} {sum(r[1] for r in rows)} of {len(rows)}" for name, rows in columns.items())
+    return "\n".join([*lines, "", f"Fully right on the first try: {totals}.", ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="a source tree (its src/) to run as well")
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one run, as JSON
+    parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
+    args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(anyio.run(measure)))
+        return 0
+    columns = {}
+    if args.before:
+        columns["before"] = measure_elsewhere(args.before)
+    columns["this tree"] = anyio.run(measure)
+    publish(render(columns, command_line("first_try.py", argv)), args.write)
+    return 0
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    sys.exit(main())
