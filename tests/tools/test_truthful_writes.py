@@ -1,4 +1,4 @@
-"""A ban, unban or removal says what the service's answer says it did, whatever shape the answer takes.
+"""A write says what the service's answer says it did, whatever shape the answer takes.
 
 The contract leaves these answers unspecified (`200`, any JSON); the sandbox answers as the service is seen to. The
 answers below are the other shapes a service may send: an empty body, a refusal inside a 200, a bare message.
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agent_automation_mcp.tools.checks import checks_result
+from agent_automation_mcp.tools.settings import settings_result
 
 
 def _said(action: str, response: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -40,3 +41,20 @@ def test_the_runs_stopped_are_the_ones_the_answer_names(stopped: list[int], said
     assert out["done"] is True and out["stopped_agent_run_ids"] == stopped
     assert summary == ("Agent removed (checks banned) from pull request pr_id 3 (of run 7); "
                        f"the service reports it {said}")
+
+
+@pytest.mark.parametrize(("response", "out", "said"), [
+    ({"check_retry_count": 5, "ignored_checks": ["lint"]}, {"changed": ["check_retry_count"]},
+     "Repository 2: changed check_retry_count; already so (left as they were): ignored_checks"),
+    ({}, {"changed": [], "unconfirmed": ["check_retry_count"]},
+     "Repository 2: changed nothing; already so (left as they were): ignored_checks; sent check_retry_count, "
+     "accepted; the answer does not show the new values"),
+    ({"check_retry_count": 3}, {"changed": [], "not_applied": ["check_retry_count"]},
+     "Repository 2: changed nothing; already so (left as they were): ignored_checks; the service's answer shows "
+     "other values for check_retry_count"),
+])
+def test_a_settings_update_says_what_changed_what_was_already_so_and_what_the_answer_does_not_show(
+        response: dict[str, Any], out: dict[str, Any], said: str) -> None:
+    result = settings_result(2, {"check_retry_count": 5, "ignored_checks": ["lint"]},
+                             {"check_retry_count": 3, "ignored_checks": ["lint"]}, response)
+    assert (result.structured_content or {}).items() >= out.items() and result.content[0].text == said
