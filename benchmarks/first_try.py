@@ -13,17 +13,11 @@ state, where a sandbox id comes from), telling the user so is the right answer.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
-import anyio
 from mcp import Client
-from report import command_line, publish
+from report import before_and_after
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
@@ -215,13 +209,6 @@ async def measure() -> list[tuple[str, bool, str]]:
     return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
 
 
-def measure_elsewhere(src: Path) -> list[tuple[str, bool, str]]:
-    env = os.environ | {"PYTHONPATH": str(src)}  # ahead of the installed package: the other tree's code
-    out = subprocess.run([sys.executable, __file__, "--measure"], env=env, capture_output=True, text=True,
-                         timeout=300, check=True).stdout
-    return [tuple(row) for row in json.loads(out.strip().splitlines()[-1])]  # type: ignore[misc]
-
-
 def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str:
     names = list(columns)
     lines = ["## First try: twenty requests", "",
@@ -239,20 +226,7 @@ def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, help="a source tree (its src/) to run as well")
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one run, as JSON
-    parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
-    args = parser.parse_args(argv)
-    if args.measure:
-        print(json.dumps(anyio.run(measure)))
-        return 0
-    columns = {}
-    if args.before:
-        columns["before"] = measure_elsewhere(args.before)
-    columns["this tree"] = anyio.run(measure)
-    publish(render(columns, command_line("first_try.py", argv)), args.write)
-    return 0
+    return before_and_after("first_try.py", __doc__.splitlines()[0], measure, render, argv)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,12 @@ main src | tar -x -C /tmp/main`), in a process of its own.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
-import anyio
 from mcp import Client
-from report import command_line, publish
+from report import before_and_after
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
@@ -55,13 +50,6 @@ async def measure() -> dict[str, int]:
                 found["structured"] += _chars(page)
                 skip = page["next_skip"]
     return found
-
-
-def measure_elsewhere(src: Path) -> dict[str, int]:
-    env = os.environ | {"PYTHONPATH": str(src)}  # ahead of the installed package: the other tree's code
-    out = subprocess.run([sys.executable, __file__, "--measure"], env=env, capture_output=True, text=True,
-                         timeout=300, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def render(rows: dict[str, dict[str, int]], command: str) -> str:
@@ -99,20 +87,7 @@ def render(rows: dict[str, dict[str, int]], command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, help="a source tree (its src/) to measure as well")
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one measurement, as JSON
-    parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
-    args = parser.parse_args(argv)
-    if args.measure:
-        print(json.dumps(anyio.run(measure)))
-        return 0
-    rows = {}
-    if args.before:
-        rows["before"] = measure_elsewhere(args.before)
-    rows["this tree"] = anyio.run(measure)
-    publish(render(rows, command_line("tokens.py", argv)), args.write)
-    return 0
+    return before_and_after("tokens.py", __doc__.splitlines()[0], measure, render, argv)
 
 
 if __name__ == "__main__":
