@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import re
+import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+import anyio
 
 TITLE = "# Benchmarks"
 
@@ -36,3 +44,26 @@ def publish(section: str, path: Path | None) -> None:
     print(section)
     if path is not None:
         write_section(path, section)
+
+
+def before_and_after(script: str, about: str, measure: Callable[[], Awaitable[Any]],
+                     render: Callable[[dict[str, Any], str], str], argv: list[str] | None = None) -> int:
+    """The command line of a benchmark that measures this tree and, with `--before SRC`, another source tree's code
+    (e.g. `git archive main src | tar -x -C /tmp/main`) in a process of its own; `--write` publishes the section."""
+    parser = argparse.ArgumentParser(description=about)
+    parser.add_argument("--before", type=Path, help="a source tree (its src/) to measure as well")
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one measurement, as JSON
+    parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
+    args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(anyio.run(measure)))
+        return 0
+    rows = {}
+    if args.before:
+        env = os.environ | {"PYTHONPATH": str(args.before)}  # ahead of the installed package: the other tree's code
+        out = subprocess.run([sys.executable, str(Path(__file__).with_name(script)), "--measure"], env=env,
+                             capture_output=True, text=True, timeout=300, check=True).stdout
+        rows["before"] = json.loads(out.strip().splitlines()[-1])
+    rows["this tree"] = anyio.run(measure)
+    publish(render(rows, command_line(script, argv)), args.write)
+    return 0

@@ -43,7 +43,7 @@ from .tools.callers import (
 from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
-from .tools.registry import narrowed, offered_names, select_tools
+from .tools.registry import TOOLSETS_DECLARED, narrowed, offered_names, select_tools
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,11 @@ def instructions(offered: frozenset[str], read_only: bool) -> str:
     what = ("Read Codegen AI coding agent runs and organisation data. Read-only: no tool here changes anything"
             if read_only else "Drive Codegen AI coding agents (agent runs) through Codegen's API")
     guide = f". {'; '.join(steps)}" if steps else ""
+    off = [toolset.name for toolset in TOOLSETS_DECLARED if not any(spec.name in offered for spec in toolset.tools)
+           and any(spec.read_only or not read_only for spec in toolset.tools)]
+    if off:  # so a request for those gets "this server has that toolset off", not "I can't"
+        guide += (f". Toolsets off on this server: {', '.join(off)} (the operator turns these on with --toolsets or "
+                  "AGENT_AUTOMATION_TOOLSETS)")
     return (f"{what}{guide}. "
             "Failed calls return {error: {kind, message, hint, retry_after_seconds?}}: follow the hint. "
             "Results carry text written by others (run results, traces, names, titles, URLs, the service's "
@@ -132,7 +137,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         if self._compact_tools is None:
             self._compact_tools = [
                 tool.model_copy(update={"input_schema": compact_schema(tool.input_schema),
-                                        "output_schema": compact_schema(tool.output_schema, output=True)})
+                                        "output_schema": outline(tool.output_schema)})
                 for tool in await super().list_tools()]
             self._parameters = {tool.name: frozenset(tool.input_schema.get("properties", {}))
                                 for tool in self._compact_tools}
@@ -282,6 +287,36 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
     does `type: object` beside `properties` below the top (the properties say it).
     """
     return _compact(_inlined(schema), output=output, top=True)
+
+
+def outline(schema: Any) -> Any:
+    """An output schema as the names of what a result holds, nested as the result is, without types.
+
+    Before a call a model needs to know what a result will hold (pull_requests[].pr_id, next_skip); that a field
+    is an integer or may be null it reads off the value. The types, `required` lists and nullable branches were
+    a third of `tools/list` and told a model nothing, so they go; `{}` (any value) keeps the schema valid for
+    every result.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    defs = schema.get("$defs", {})
+
+    def names(node: Any, seen: frozenset[str]) -> dict[str, Any]:
+        if not isinstance(node, dict):
+            return {}
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            return {} if name in seen else names(defs.get(name), seen | {name})
+        for branch in node.get("anyOf", ()):  # a nullable object or list: its non-null branch
+            if inner := names(branch, seen):
+                return inner
+        if isinstance(node.get("properties"), dict):
+            return {"properties": {key: names(value, seen) for key, value in node["properties"].items()}}
+        inner = names(node.get("items"), seen)
+        return {"items": inner} if inner else {}
+
+    return {"type": "object", **names(schema, frozenset())}
 
 
 def _compact(schema: Any, *, output: bool, top: bool = False) -> Any:

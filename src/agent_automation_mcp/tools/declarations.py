@@ -50,12 +50,13 @@ class ToolSpec:
 
     @property
     def annotations(self) -> ToolAnnotations:
-        # destructiveHint and idempotentHint only mean something for tools that write.
+        # destructiveHint and idempotentHint only mean something for tools that write. A hint at the protocol's
+        # default (readOnlyHint false, openWorldHint true: every tool reaches the service) is left out: it means
+        # the same to every client and cost 145 tokens of each tools/list.
         return ToolAnnotations(
-            read_only_hint=self.read_only,
+            read_only_hint=self.read_only or None,
             destructive_hint=None if self.read_only else self.destructive,
             idempotent_hint=None if self.read_only else self.idempotent,
-            open_world_hint=True,
         )
 
 

@@ -10,12 +10,12 @@ per tool.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from ..api.errors import ApiError, InvalidRequestError
+from ..api.errors import ApiError, InvalidRequestError, NotFoundError
 from ..api.text import visible_tree
 
 
@@ -34,7 +34,25 @@ class CancelledByUserError(ApiError):
     default_hint = "The user did not confirm, so nothing was sent. Do not try again unless the user asks for it."
 
 
+_RUN_ID = "Check agent_run_id: list_agent_runs lists the runs (newest first) with their ids."
+_REPO_ID = "Check repo_id: list_repositories lists the organisation's repositories with their ids."
+# A 404's hint names the tool that lists valid ids, by the operation that answered it.
+NOT_FOUND_HINTS: Final = {
+    **dict.fromkeys(("get_agent_run", "get_agent_run_logs", "resume_agent_run", "ban_checks", "unban_checks",
+                     "remove_from_pull_request"), _RUN_ID),
+    **dict.fromkeys(("create_agent_run", "get_check_suite_settings", "update_check_suite_settings",
+                     "generate_setup_commands"), _REPO_ID),
+    "get_user": "Check user_id: list_users lists the organisation's users with their ids.",
+    "analyze_sandbox_logs": "Check sandbox_id: a repository's setup sandbox as the Codegen web app shows it, not an "
+                            "agent run id; no tool lists sandboxes.",
+}
+NOT_FOUND_HINT: Final = ("Check the ids: list_organizations, list_repositories, list_users and list_agent_runs list "
+                         "valid ones.")
+
+
 def error_result(error: ApiError) -> CallToolResult:
+    if isinstance(error, NotFoundError) and error.hint == NotFoundError.default_hint:
+        error.hint = NOT_FOUND_HINTS.get(error.operation or "", NOT_FOUND_HINT)
     body: dict[str, Any] = {"kind": error.kind, "status": error.status, "message": error.message}
     if error.retry_after is not None:
         body["retry_after_seconds"] = math.ceil(error.retry_after * 10) / 10

@@ -167,15 +167,15 @@ async def get_agent_run_logs(
     agent_run_id: Id, ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100,
     reverse: Annotated[bool, Field(description="Newest entries first.")] = False,
     message_types: Annotated[list[MessageType] | None, Field(max_length=20, description=(
-        "Only these types, e.g. ACTION, PLAN_EVALUATION, ERROR, FINAL_ANSWER, USER_MESSAGE."))] = None,
+        "Only these types, e.g. ACTION, ERROR, FINAL_ANSWER, USER_MESSAGE; follows pages as all_pages does."))] = None,
     all_pages: Annotated[bool, Field(
         description=f"Follow pages for up to {PAGING_SECONDS:g} s (at most {MAX_ENTRIES} entries, "
                     f"{MAX_RESULT_CHARS // 1000}k characters).")] = False,
 ) -> Annotated[CallToolResult, TracePage]:
     """Read an agent run's trace (its steps: thoughts, tool calls, errors, final answer) from skip, in pages
-    of limit entries. Long values are trimmed. Returns the entries, total_logs and next_skip (null at the
-    end): pass it as skip to continue."""
+    of limit entries. Long values are trimmed. Pass next_skip as skip to continue (null at the end)."""
     client = await client_for(ctx, CALL_SECONDS)
+    all_pages = all_pages or bool(message_types)  # a filter over one page would miss what the next pages hold
     if all_pages:
         client = client.as_bulk()
     taken = _Collected(state_of(ctx).settings.max_field_chars, {kind.upper() for kind in message_types or ()})
@@ -213,5 +213,8 @@ async def get_agent_run_logs(
                     total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=position,
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
-    return ok(out, f"{len(out.entries)} entries (read {out.read} of {page.total_logs}) from run {agent_run_id}, "
+    kinds = f" {'/'.join(sorted(taken.wanted))}" if taken.wanted else ""
+    return ok(out, f"{len(out.entries)}{kinds} entries (read {out.read} of {page.total_logs}"
+                   f"{f' from skip {skip}' if skip else ''}) "
+                   f"from run {agent_run_id}, "
                    f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}", render=render_trace)

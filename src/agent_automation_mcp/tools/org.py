@@ -77,7 +77,7 @@ def _count(items: list[object], total: int | None, following: int | None, what: 
 @toolset.tool("List organizations", "list_organizations")
 async def list_organizations(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100) -> Annotated[
         CallToolResult, OrganizationList]:
-    """List the organisations the API token belongs to (ids and names)."""
+    """List the organisations the API token belongs to."""
     page = await (await client_for(ctx, needs_org=False)).list_organizations(skip=skip, limit=limit)
     kept, following = fit_page([Organization.pick(o) for o in page.items], skip, limit, page.total)
     out = OrganizationList(organizations=kept, total=page.total, next_skip=following)
@@ -87,7 +87,7 @@ async def list_organizations(ctx: Context, skip: PageSkip = 0, limit: PageLimit 
 
 @toolset.tool("List users", "list_users")
 async def list_users(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 50) -> Annotated[CallToolResult, UserList]:
-    """List the organisation's users (id, GitHub username, email, role)."""
+    """List the organisation's users: the user_id values get_user and list_agent_runs take."""
     page = await (await client_for(ctx)).list_users(skip=skip, limit=limit)
     kept, following = fit_page([User.pick(u) for u in page.items], skip, limit, page.total)
     out = UserList(users=kept, total=page.total, next_skip=following)

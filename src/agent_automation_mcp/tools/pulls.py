@@ -23,7 +23,7 @@ toolset = Toolset("pulls", "Open, close, draft or ready a pull request an agent 
 MAX_RUNS_SEARCHED: Final = 500  # a pr_url is looked up among the pull requests of the newest runs
 PAGE_SIZE: Final = 100
 PR_ID_HINT: Final = ("pr_id is the service's own id (pr_id in pull_requests of get_agent_run or list_agent_runs), not "
-                     "the GitHub number; or pass pr_url.")
+                     "the GitHub number; or pass pr_url, or number with repo_id.")
 _SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
 
 PullRequestUrl = Annotated[str, Field(max_length=300, pattern=r"^(https?://\S+/pull/\d+\S*|[\w.-]+/[\w.-]+#\d+)$",
@@ -32,43 +32,68 @@ PullRequestUrl = Annotated[str, Field(max_length=300, pattern=r"^(https?://\S+/p
 
 class PullRequestChange(Output):
     pr_id: int
-    state: str
+    state: str | None  # as the service reports it; null when its answer does not say
     url: str | None = None
     number: int | None = None
     title: str | None = None
 
 
-def _edit_question(state: str, ctx: Context, pr_id: int | None = None, pr_url: str | None = None) -> Question:
-    which = f"pull request {pr_id} (the service's id)" if pr_id is not None else f"the pull request {pr_url}"
+def _edit_question(state: str, ctx: Context, pr_id: int | None = None, pr_url: str | None = None,
+                   number: int | None = None, repo_id: int | None = None) -> Question:
+    which = (f"pull request {pr_id} (the service's id)" if pr_id is not None else f"the pull request {pr_url}"
+             if pr_url is not None else f"pull request #{number} of repository {repo_id}")
     return ask(ctx, f"Set {which} to {state.replace('_', ' ')}.")
 
 
-@toolset.tool("Edit pull request", "list_agent_runs", "edit_pull_request_simple", "edit_pull_request")
+@toolset.tool("Edit pull request", "list_agent_runs", "list_repositories", "edit_pull_request_simple",
+              "edit_pull_request")
 async def edit_pull_request(
     state: Annotated[PullRequestState, Field(description="The state to move it to.")], ctx: Context,
     confirmed: Annotated[Answer, Resolve(_edit_question)],
-    pr_id: Annotated[Id | None, Field(description="Not the GitHub number.")] = None,
+    pr_id: Annotated[Id | None, Field(description="The service's id, not the GitHub number.")] = None,
     pr_url: PullRequestUrl | None = None,
-    repo_id: Annotated[Id | None, Field(description="Repository id, if known.")] = None,
+    number: Annotated[Id | None, Field(description="Instead of pr_id: GitHub's number, with repo_id.")] = None,
+    repo_id: Annotated[Id | None, Field(description="Repository id (list_repositories).")] = None,
 ) -> Annotated[CallToolResult, PullRequestChange]:
-    """Set a pull request's state. pr_id comes from pull_requests in get_agent_run or list_agent_runs;
-    a pr_url is looked up there. Needs write access to the repository."""
-    if (pr_id is None) == (pr_url is None):
-        raise InvalidRequestError("edit_pull_request: give either pr_id or pr_url", operation="edit_pull_request")
+    """Set a pull request's state. Name it by pr_id (from get_agent_run or list_agent_runs), pr_url, or
+    number with repo_id (these two find pull requests agent runs made). Only on the user's explicit
+    request; needs write access to the repository."""
+    if sum(value is not None for value in (pr_id, pr_url, number)) != 1 or (number is not None and repo_id is None):
+        raise InvalidRequestError("edit_pull_request: give one of pr_id, pr_url (or owner/repo#7), or number with "
+                                  "repo_id", operation="edit_pull_request")
     require_confirmation(confirmed, "edit_pull_request")
     client = await client_for(ctx)
     if pr_id is None:
-        assert pr_url is not None
+        if pr_url is None:
+            assert number is not None and repo_id is not None
+            pr_url = f"{await _repository_name(client, repo_id)}#{number}"
         pr_id = await _find_pr_id(client, pr_url)
     try:
         edit = await client.edit_pull_request(pr_id, state, repo_id)
     except NotFoundError as exc:
-        exc.hint = PR_ID_HINT  # the generic "list the resources" points at a tool that does not exist
+        exc.hint = PR_ID_HINT  # the generic hint names no tool
         raise
     number = edit.number or (github_pull_request(edit.url)[1] if edit.url else None)
-    out = PullRequestChange(pr_id=pr_id, state=edit.state or state, url=edit.url, number=number, title=edit.title)
+    out = PullRequestChange(pr_id=pr_id, state=edit.state, url=edit.url, number=number, title=edit.title)
     github = f" (GitHub #{number})" if number else ""
-    return ok(out, f"Pull request pr_id {pr_id}{github} is now {label(out.state)}; its URL and title are in the result")
+    now = (f"is now {label(out.state)}" if out.state else
+           f"was accepted for {state}; the service's answer does not say its state now")
+    return ok(out, f"Pull request pr_id {pr_id}{github} {now}; its URL and title are in the result")
+
+
+async def _repository_name(client: AgentAutomationClient, repo_id: int) -> str:
+    """A repository's owner/name, from the organisation's repository list (the service has no single read)."""
+    searched = 0
+    while searched < MAX_RUNS_SEARCHED:
+        page = await client.list_repositories(skip=searched, limit=PAGE_SIZE)
+        for repo in page.items:
+            if repo.id == repo_id and repo.full_name:
+                return repo.full_name
+        searched += len(page.items)
+        if len(page.items) < PAGE_SIZE or (page.total is not None and searched >= page.total):
+            break
+    raise NotFoundError(f"edit_pull_request: repository {repo_id} is not among the organisation's {searched}",
+                        operation="edit_pull_request", hint="Call list_repositories for the ids.")
 
 
 async def _find_pr_id(client: AgentAutomationClient, pr_url: str) -> int:

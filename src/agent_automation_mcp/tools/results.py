@@ -31,16 +31,22 @@ PageSkip = Annotated[Skip, Field(description="Offset: next_skip of the previous 
 PageLimit = Annotated[Limit, Field(description="Page size.")]
 
 
-def _with_offset(value: Any) -> Any:
-    """The service sends some timestamps without a zone (`2025-06-21 11:20:04.338398`); they are UTC, so they are
-    returned in ISO 8601 with the offset said (`2025-06-21T11:20:04.338398+00:00`). Anything unreadable is kept."""
+def instant(value: Any) -> datetime | None:
+    """A timestamp the service sent, zone-aware: some come without a zone (`2025-06-21 11:20:04.338398`), and those
+    are UTC. None when it is not one."""
     if not isinstance(value, str):
-        return value
+        return None
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
-        return value
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _with_offset(value: Any) -> Any:
+    """Timestamps in ISO 8601 with the offset said (`2025-06-21T11:20:04.338398+00:00`); anything unreadable kept."""
+    moment = instant(value)
+    return value if moment is None else moment.isoformat()
 
 
 Timestamp = Annotated[str | None, BeforeValidator(_with_offset)]

@@ -23,16 +23,18 @@ async def generate_setup_commands(
     prompt: Annotated[Prompt | None, Field(description="Extra guidance for the setup agent.")] = None,
 ) -> Annotated[CallToolResult, SetupCommands]:
     """Start an agent run that works out the commands to install and build a repository in its sandbox.
-    Returns the run's id; follow it with get_agent_run. Limit: 5 per minute."""
+    Follow the run with get_agent_run. Limit: 5 per minute."""
     out = await (await client_for(ctx)).generate_setup_commands(repo_id, prompt)
     return ok(out, f"Setup-command run {out.agent_run_id} started ({label(out.status)})")
 
 
 @toolset.tool("Analyze sandbox logs", "analyze_sandbox_logs")
 async def analyze_sandbox_logs(
-    sandbox_id: Annotated[Id, Field(description="Sandbox id (not an agent run id).")], ctx: Context,
+    sandbox_id: Annotated[Id, Field(description=(
+        "A repository's setup sandbox, as the Codegen web app shows it (no tool lists sandboxes); "
+        "not an agent run id."))], ctx: Context,
 ) -> Annotated[CallToolResult, LogAnalysis]:
-    """Start an agent run that analyses a sandbox's setup logs and explains failures. Returns the run's id;
-    follow it with get_agent_run. Limit: 5 per minute."""
+    """Start an agent run that analyses a sandbox's setup logs and explains failures. Follow the run with
+    get_agent_run. Limit: 5 per minute."""
     out = await (await client_for(ctx)).analyze_sandbox_logs(sandbox_id)
     return ok(out, f"Log-analysis run {out.agent_run_id} started ({label(out.status)})")

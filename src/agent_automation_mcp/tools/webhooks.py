@@ -22,6 +22,8 @@ toolset = Toolset("webhooks", "Read, set, delete and test the organisation's age
 class WebhookChange(Output):
     action: str
     url: str | None = None
+    has_secret: bool | None = None  # after the change, as the service reports it; null when it does not say
+    secret_removed: bool = False  # a signing secret was set before and is not now: deliveries go unsigned
     response: dict[str, Any]
 
 
@@ -33,15 +35,27 @@ async def get_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookConfig]:
     return ok(out, f"Webhook {state}{'; its URL is in the result' if out.url else ''}")
 
 
-@toolset.tool("Set webhook", "set_webhook")
+@toolset.tool("Set webhook", "get_webhook", "set_webhook")
 async def set_webhook(
     url: WebhookUrl, ctx: Context,
     secret: Annotated[WebhookSecret | None, Field(description="Shared secret to sign deliveries.")] = None,
     enabled: Annotated[bool, Field(description="false keeps the URL but pauses deliveries.")] = True,
 ) -> Annotated[CallToolResult, WebhookChange]:
-    """Set (or replace) the organisation's agent-run completion webhook."""
-    response = await (await client_for(ctx)).set_webhook(url, secret, enabled)
-    return ok(WebhookChange(action="set", url=url, response=response), f"Webhook set to {url}")
+    """Set (or replace) the organisation's agent-run completion webhook. The service never returns a secret,
+    so one set before cannot be kept: without secret it is removed and deliveries go unsigned (the result
+    says so)."""
+    client = await client_for(ctx)
+    had_secret = (await client.get_webhook()).has_secret
+    response = await client.set_webhook(url, secret, enabled)
+    has_secret = reported(response, ("has_secret",), bool)
+    if has_secret is None:  # the contract leaves the answer unspecified: read what is set now
+        has_secret = (await client.get_webhook()).has_secret
+    removed = bool(had_secret) and has_secret is False
+    out = WebhookChange(action="set", url=url, has_secret=has_secret, secret_removed=removed, response=response)
+    signing = ("; its signing secret was REMOVED: deliveries are now unsigned (pass secret to sign them)" if removed
+               else "; deliveries are signed" if has_secret else "; deliveries are unsigned" if has_secret is False
+               else "; the service did not say whether deliveries are signed")
+    return ok(out, f"Webhook set to {url}{'' if enabled else ' (paused)'}{signing}")
 
 
 def _delete_question(ctx: Context) -> Question:
@@ -51,10 +65,15 @@ def _delete_question(ctx: Context) -> Question:
 @toolset.tool("Delete webhook", "delete_webhook")
 async def delete_webhook(ctx: Context, confirmed: Annotated[Answer, Resolve(_delete_question)]) -> Annotated[
         CallToolResult, WebhookChange]:
-    """Remove the organisation's agent-run completion webhook."""
+    """Remove the organisation's agent-run completion webhook (URL and secret). Only on the user's explicit
+    request."""
     require_confirmation(confirmed, "delete_webhook")
     response = await (await client_for(ctx)).delete_webhook()
-    return ok(WebhookChange(action="deleted", response=response), "Webhook deleted")
+    if reported(response, ("success",), bool) is False:
+        return ok(WebhookChange(action="deleted", response=response),
+                  "Not deleted: the service reports failure (its answer is in response)")
+    return ok(WebhookChange(action="deleted", response=response),
+              "The service accepted deleting the webhook (URL and secret)")
 
 
 class WebhookTest(Output):

@@ -1,0 +1,233 @@
+"""Twenty requests a user types, each answered only from what tools/list says, run against the sandbox (issue 19).
+
+    .venv/bin/python benchmarks/first_try.py [--before SRC] [--write docs/benchmarks.md]
+
+With `--before SRC` the same runs on another source tree's code (e.g. `git archive main src | tar -x -C
+/tmp/main`), in a process of its own.
+
+Each plan reads the listed tools (descriptions, schemas, instructions) to choose its calls, as a model would, then
+judges the answer it can give the user: fully right (true, complete, no effect claimed that the service did not
+report), or not. Where the tools list says the service cannot tell (who started a run, a pull request's draft
+state, where a sandbox id comes from), telling the user so is the right answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from mcp import Client
+from report import before_and_after
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.server import build_server
+
+LIMITS = "standard=100000/30s,logs=100000/60s,agent_creation=1000/60s,pr_edit=1000/60s,webhook_test=1000/60s"
+ALL = ("runs", "logs", "checks", "pulls", "settings", "org", "setup", "oauth", "webhooks")
+
+
+class Model:
+    """What a model knows: the listed tools and the instructions; every call counted."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.calls = 0
+        self.tools: dict[str, Any] = {}
+
+    async def load(self) -> None:
+        self.tools = {t.name: t for t in (await self.client.list_tools()).tools}
+
+    def says(self, tool: str) -> str:
+        return " ".join((self.tools[tool].description or "").split())
+
+    def param(self, tool: str, name: str) -> dict[str, Any] | None:
+        return self.tools[tool].input_schema.get("properties", {}).get(name)
+
+    async def call(self, tool: str, **args: Any) -> tuple[dict[str, Any], str, bool]:
+        self.calls += 1
+        result = await self.client.call_tool(tool, args)
+        return result.structured_content or {}, result.content[0].text, bool(result.is_error)
+
+
+def status_word(model: Model, word: str, service_guess: str) -> str:
+    """A model passes the user's word when the schema says words work, else its upper-case guess."""
+    described = (model.param("list_agent_runs", "statuses") or {}).get("description", "")
+    return word if "words" in described else service_guess
+
+
+async def requests(model: Model, started: list[int]) -> list[tuple[str, bool, str]]:
+    out: list[tuple[str, bool, str]] = []
+
+    # 1
+    runs, _, _ = await model.call("list_agent_runs", limit=100)
+    pr_run = next(r for r in runs["runs"] if r["pull_requests"] and r["id"] == 401)
+    number = pr_run["pull_requests"][0]["number"]
+    repo_name = pr_run["pull_requests"][0]["url"].split("github.com/")[1].split("/pull")[0]
+    data, text, err = await model.call("ban_checks", agent_run_id=401)
+    stopped = data.get("stopped_agent_run_ids", data.get("response", {}).get("stopped_agent_run_ids"))
+    right = not err and "were stopped" not in text and "301" in text and stopped == []
+    out.append((f"Stop CI on every run of PR {repo_name}#{number}", right, text))
+    await model.call("unban_checks", agent_run_id=401)
+
+    # 2
+    me, _, _ = await model.call("get_user")
+    data, text, _ = await model.call("list_agent_runs", user_id=me["id"], statuses=[status_word(model, "running",
+                                                                                                   "RUNNING")])
+    found = {r["id"] for r in data["runs"]}
+    right = set(started) <= found and all(r.get("elapsed_seconds") is not None for r in data["runs"])
+    out.append(("Which of my runs are still running, and for how long?", right, text))
+
+    # 3
+    data, text, _ = await model.call("list_agent_runs", statuses=[status_word(model, "failed", "FAILED")], limit=100)
+    out.append(("List the failed runs", 404 in {r["id"] for r in data["runs"]}, text))
+
+    # 4
+    _, _, e1 = await model.call("set_webhook", url="https://hooks.example.com/a", secret="rotated-1")
+    data, text, e2 = await model.call("test_webhook", url="https://hooks.example.com/a")
+    out.append(("Rotate my webhook secret and prove it works", not e1 and not e2 and data["delivered"] is True, text))
+
+    # 5
+    data, text, _ = await model.call("set_webhook", url="https://hooks.example.com/b")
+    out.append(("Point my webhook at https://hooks.example.com/b", "unsigned" in text or "REMOVED" in text, text))
+
+    # 6
+    repos, _, _ = await model.call("list_repositories")
+    api = 201
+    now, _, _ = await model.call("get_check_suite_settings", repo_id=api)
+    data, text, _ = await model.call("update_check_suite_settings", repo_id=api,
+                                     check_retry_count=now["check_retry_count"])
+    out.append((f"Set check retries to {now['check_retry_count']} on repo web-app (already so)",
+                "already" in text and "changed check_retry_count" not in text and "updated" not in text, text))
+
+    # 7
+    fresh = started[0]
+    data, text, _ = await model.call("ban_checks", agent_run_id=fresh)  # the closest a model finds to "cancel"
+    right = "No tool cancels a run" in model.says("ban_checks") and "Nothing banned" in text and str(fresh) in text
+    out.append((f"Cancel run {fresh}", right, text))
+
+    # 8
+    data, text, err = await model.call("edit_pull_request", pr_url=f"{repo_name}#{number}", state="closed")
+    out.append((f"Close PR {repo_name}#{number}", not err and data.get("state") == "closed", text))
+
+    # 9
+    r407, _, _ = await model.call("get_agent_run", agent_run_id=407)
+    n407 = r407["pull_requests"][0]["number"]
+    if model.param("edit_pull_request", "number"):
+        data, text, err = await model.call("edit_pull_request", repo_id=202, number=n407, state="ready_for_review")
+    else:
+        repos, _, _ = await model.call("list_repositories")
+        name = next(r["full_name"] for r in repos["repositories"] if r["id"] == 202)
+        data, text, err = await model.call("edit_pull_request", pr_url=f"{name}#{n407}", state="ready_for_review")
+    out.append((f"Mark PR #{n407} of repository 202 ready for review", not err and data["pr_id"] == 306, text))
+
+    # 10: the answer is true either way; what the tools list changes is whether the model knows to say first that
+    # the service does not tell, before spending a call per user.
+    told = "who started" in model.says("list_agent_runs")
+    before = model.calls
+    users, _, _ = await model.call("list_users", limit=100)
+    owner = None
+    for user in users["users"]:
+        data, _, _ = await model.call("list_agent_runs", user_id=user["id"], limit=100)
+        if 405 in {r["id"] for r in data["runs"]}:
+            owner = user["id"]
+    text = (f"{'said the service does not tell, then ' if told else ''}scanned every user's runs "
+            f"({model.calls - before} calls): user {owner}")
+    out.append(("Who started run 405?", owner is not None, text))
+
+    # 11: the service does not report a pull request's state; right is saying so, wrong is guessing from silence.
+    data, text, _ = await model.call("get_agent_run", agent_run_id=407)
+    says_unknown = "does not report a pull request's state" in model.says("get_agent_run")
+    text = ("told the user the service does not report it" if says_unknown
+            else "no state in the result and no word that the service cannot tell: the model guesses")
+    out.append(("Is the pull request of run 407 still a draft?", says_unknown, text))
+
+    # 12
+    data, text, _ = await model.call("get_agent_run_logs", agent_run_id=409, message_types=["ACTION"])
+    out.append(("Show me every tool call of run 409", data["next_skip"] is None and data["read"] == data["total_logs"],
+                text))
+
+    # 13 (asked of a server with the default toolsets: see main)
+    # 14
+    data, text, _ = await model.call("list_agent_runs", limit=5)
+    out.append(("List my last 5 runs", len(data["runs"]) == 5, text))
+
+    # 15
+    data, text, err = await model.call("unban_checks", agent_run_id=402)
+    out.append(("Restart CI processing on the pull request of run 402", not err and "402" in text, text))
+
+    # 16
+    data, text, _ = await model.call("unban_checks", agent_run_id=405)
+    out.append(("Unban checks for run 405 (which has no pull request)", "Nothing unbanned" in text, text))
+
+    # 17
+    data, text, err = await model.call("create_agent_run", prompt="Add a health endpoint", repo_id=api)
+    out.append(("Start a run on repo web-app to add a health endpoint", not err and data["id"] > 0, text))
+
+    # 18
+    data, text, err = await model.call("list_models")
+    out.append(("What models can I use?", not err and data["default_model"], text))
+
+    # 19
+    data, text, err = await model.call("get_agent_run", agent_run_id=99999)
+    hint = data.get("error", {}).get("hint", "")
+    out.append(("Show run 99999 (a typo)", err and "list_agent_runs" in hint, hint))
+
+    # 20
+    described = (model.param("analyze_sandbox_logs", "sandbox_id") or {}).get("description", "")
+    if "web app" in described:
+        right, text = True, "asked the user for the sandbox id from the web app (no tool lists sandboxes)"
+    else:  # the model guesses the repository's id
+        data, text, err = await model.call("analyze_sandbox_logs", sandbox_id=api)
+        right = False
+    out.append(("Why did my web-app repo's setup fail? Analyze its sandbox logs", right, text))
+    return out
+
+
+async def off_toolset(api: ApiSettings) -> tuple[str, bool, str]:
+    async with Client(build_server(api, ServerSettings())) as client:
+        text = client.instructions or ""
+    said = next((part for part in text.split(". ") if "Toolsets off" in part), "the instructions name no toolset off")
+    return ("Revoke my Linear tokens (default server: oauth off)", "oauth" in said and "--toolsets" in said, said)
+
+
+async def measure() -> list[tuple[str, bool, str]]:
+    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
+    async with SandboxServer(config) as sandbox:
+        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
+                          rate_limits=parse_rate_limits(LIMITS))
+        async with Client(build_server(api, ServerSettings(toolsets=ALL))) as client:
+            model = Model(client)
+            await model.load()
+            started = [(await model.call("create_agent_run", prompt=f"Task {i}", repo_id=201))[0]["id"]
+                       for i in range(3)]
+            await model.call("set_webhook", url="https://hooks.example.com/0", secret="first")
+            rows = await requests(model, started)
+        rows.insert(12, await off_toolset(api))
+    return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
+
+
+def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str:
+    names = list(columns)
+    lines = ["## First try: twenty requests", "",
+             f"Produced by `{command}`: a scripted model that reads only `tools/list` (descriptions, schemas, the "
+             "instructions) picks the calls for each of twenty requests people type, runs them against the sandbox "
+             "and judges the answer it could give: **right** when it is true and complete and claims no effect the "
+             "service did not report (where the tools list says the service cannot tell, saying so is right).", "",
+             f"| # | request | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}"]
+    for index, request in enumerate(row[0] for row in columns[names[-1]]):
+        cells = [f"{'right' if rows[index][1] else '**wrong**'}: {rows[index][2].replace('|', '/')}"
+                 for rows in columns.values()]
+        lines.append(f"| {index + 1} | {request} | {' | '.join(cells)} |")
+    totals = ", ".join(f"{name} {sum(r[1] for r in rows)} of {len(rows)}" for name, rows in columns.items())
+    return "\n".join([*lines, "", f"Fully right on the first try: {totals}.", ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    return before_and_after("first_try.py", __doc__.splitlines()[0], measure, render, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

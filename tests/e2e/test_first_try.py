@@ -1,0 +1,214 @@
+"""Issue 19: a request a user types gets a true answer on the first try.
+
+The real command over stdio, the SDK's client, the sandbox over loopback: what a write reports is what the service
+said it did, status filters take the words people use, results carry the facts people ask for, descriptions steer a
+model right, and the default `tools/list` fits 4,000 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final
+
+import pytest
+from harness import RATE_LIMITS, error_of, sandbox_env, stdio_server
+from mcp import Client
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+
+RUN_WITH_PR, PR_ID, REPO_ID, RUN_WITHOUT_PR, ERROR_RUN, LONG_RUN = 401, 301, 201, 405, 404, 409
+BUDGET_TOKENS: Final = 4000
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"  # module-wide, so one server process serves the module
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SandboxServer]:
+    # Runs started here stay ACTIVE for the module's length: "which runs are still running" has answers.
+    config = SandboxConfig(run_seconds=300.0, seed=3, rate_limits=parse_rate_limits(RATE_LIMITS))
+    with SandboxServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def client(sandbox: SandboxServer) -> AsyncIterator[Client]:
+    async with Client(stdio_server(sandbox_env(sandbox, AGENT_AUTOMATION_TOOLSETS="all"))) as connected:
+        yield connected
+
+
+def _described(tools: dict[str, Any], name: str) -> str:
+    """A tool's description as one line (docstrings wrap where their source does)."""
+    return " ".join((tools[name].description or "").split())
+
+
+async def _call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content or {}, result.content[0].text
+
+
+# -- 1. Never claim an effect the service did not report ---------------------------------------------------------
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("tool", "verb"), [("ban_checks", "banned"), ("unban_checks", "unbanned"),
+                                            ("remove_from_pull_request", "removed")])
+async def test_a_run_without_a_pull_request_gets_nothing_done_not_a_success(client: Client, tool: str,
+                                                                             verb: str) -> None:
+    out, summary = await _call(client, tool, {"agent_run_id": RUN_WITHOUT_PR})
+    assert out["done"] is False and out["pull_request_id"] is None
+    assert summary.startswith(f"Nothing {verb}:"), summary
+    assert "were stopped" not in summary and "for the pull request of" not in summary
+
+
+@pytest.mark.anyio
+async def test_ban_and_unban_name_the_pull_request_and_the_runs_the_service_reports(client: Client) -> None:
+    banned, summary = await _call(client, "ban_checks", {"agent_run_id": RUN_WITH_PR})
+    assert banned["done"] is True and banned["pull_request_id"] == PR_ID
+    assert banned["stopped_agent_run_ids"] == banned["response"]["stopped_agent_run_ids"]
+    assert f"pull request pr_id {PR_ID}" in summary and "stopped no run" in summary  # 401's run had finished
+    unbanned, summary = await _call(client, "unban_checks", {"agent_run_id": RUN_WITH_PR})
+    assert unbanned["done"] is True and summary.startswith(f"Checks unbanned on pull request pr_id {PR_ID}")
+
+
+@pytest.mark.anyio
+async def test_update_check_suite_settings_says_what_changed_and_what_was_already_so(client: Client) -> None:
+    before, _ = await _call(client, "get_check_suite_settings", {"repo_id": REPO_ID})
+    count = before["check_retry_count"]
+    out, summary = await _call(client, "update_check_suite_settings",
+                               {"repo_id": REPO_ID, "check_retry_count": count, "ignored_checks": ["lint-x"]})
+    assert out["already"] == ["check_retry_count"] and out["changed"] == ["ignored_checks"]
+    assert "changed ignored_checks" in summary and "already so (left as they were): check_retry_count" in summary
+    out, summary = await _call(client, "update_check_suite_settings", {"repo_id": REPO_ID, "check_retry_count": count})
+    assert out["changed"] == [] and summary.startswith(f"Repository {REPO_ID}: changed nothing")
+
+
+@pytest.mark.anyio
+async def test_set_webhook_without_a_secret_says_the_secret_was_removed(client: Client) -> None:
+    signed, summary = await _call(client, "set_webhook", {"url": "https://example.com/a", "secret": "s3cret-value"})
+    assert signed["has_secret"] is True and not signed["secret_removed"] and "deliveries are signed" in summary
+    out, summary = await _call(client, "set_webhook", {"url": "https://example.com/b"})
+    assert out["has_secret"] is False and out["secret_removed"] is True
+    assert "secret was REMOVED: deliveries are now unsigned" in summary
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert "removed and deliveries go unsigned" in _described(tools, "set_webhook")
+
+
+# -- 2. Filters a model can guess --------------------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_status_words_people_use_find_the_runs(client: Client) -> None:
+    started = [(await _call(client, "create_agent_run", {"prompt": f"Task {i}", "repo_id": REPO_ID}))[0]["id"]
+               for i in range(2)]
+    for words in (["running"], ["In progress"], ["active"]):
+        out, summary = await _call(client, "list_agent_runs", {"statuses": words})
+        assert set(started) <= {run["id"] for run in out["runs"]}, (words, summary)
+        assert {run["status"] for run in out["runs"]} == {"ACTIVE"}
+    failed, _ = await _call(client, "list_agent_runs", {"statuses": ["failed"]})
+    assert ERROR_RUN in {run["id"] for run in failed["runs"]} and {r["status"] for r in failed["runs"]} == {"ERROR"}
+    done, _ = await _call(client, "list_agent_runs", {"statuses": ["Done"], "limit": 100})
+    assert RUN_WITH_PR in {run["id"] for run in done["runs"]}
+
+
+@pytest.mark.anyio
+async def test_no_match_says_which_statuses_the_runs_have(client: Client) -> None:
+    out, summary = await _call(client, "list_agent_runs", {"statuses": ["paused"]})
+    assert out["runs"] == [] and "none of the" in out["note"] and "COMPLETE" in out["note"] and "COMPLETE" in summary
+    schema = {tool.name: tool for tool in (await client.list_tools()).tools}["list_agent_runs"].input_schema
+    listed = schema["properties"]["statuses"]["description"]
+    assert all(value in listed for value in ("ACTIVE", "COMPLETE", "ERROR", "STOPPED")), listed
+
+
+@pytest.mark.anyio
+async def test_a_filtered_trace_read_follows_the_pages_by_itself(client: Client) -> None:
+    every: list[dict[str, Any]] = []
+    skip: int | None = 0
+    while skip is not None and len(every) < 1000:
+        page, _ = await _call(client, "get_agent_run_logs", {"agent_run_id": LONG_RUN, "skip": skip})
+        every += page["entries"]
+        skip = page["next_skip"]
+    actions = [entry for entry in every if entry.get("message_type") == "ACTION"]
+    out, summary = await _call(client, "get_agent_run_logs", {"agent_run_id": LONG_RUN, "message_types": ["action"]})
+    assert out["read"] == out["total_logs"] == len(every) > 100 and out["next_skip"] is None
+    assert len(out["entries"]) == len(actions) and f"read {len(every)} of {len(every)}" in summary
+
+
+# -- 3. Facts people ask for -------------------------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_a_running_run_says_how_long_it_has_been_going(client: Client) -> None:
+    started, _ = await _call(client, "create_agent_run", {"prompt": "Time me", "repo_id": REPO_ID})
+    run, summary = await _call(client, "get_agent_run", {"agent_run_id": started["id"]})
+    assert run["is_terminal"] is False and 0 <= run["elapsed_seconds"] < 60
+    assert "going for" in summary and "(server clock)" in summary
+    finished, _ = await _call(client, "get_agent_run", {"agent_run_id": RUN_WITH_PR})
+    assert finished["elapsed_seconds"] is None  # the service reports no end time: no made-up duration
+
+
+@pytest.mark.anyio
+async def test_edit_pull_request_by_repository_and_github_number(client: Client) -> None:
+    run, _ = await _call(client, "get_agent_run", {"agent_run_id": RUN_WITH_PR})
+    (pr,) = run["pull_requests"]
+    out, summary = await _call(client, "edit_pull_request",
+                               {"repo_id": REPO_ID, "number": pr["number"], "state": "draft"})
+    assert out["pr_id"] == PR_ID and out["state"] == "draft" and "is now draft" in summary
+    out, _ = await _call(client, "edit_pull_request", {"pr_url": pr["url"], "state": "open"})
+    assert out["pr_id"] == PR_ID and out["state"] == "open"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("tool", "arguments", "listing"), [
+    ("get_agent_run", {"agent_run_id": 999_999}, "list_agent_runs"),
+    ("ban_checks", {"agent_run_id": 999_999}, "list_agent_runs"),
+    ("get_check_suite_settings", {"repo_id": 999_999}, "list_repositories"),
+    ("get_user", {"user_id": 999_999}, "list_users"),
+])
+async def test_not_found_names_the_tool_that_lists_valid_ids(client: Client, tool: str, arguments: dict[str, Any],
+                                                             listing: str) -> None:
+    error = error_of(await client.call_tool(tool, arguments))
+    assert error["kind"] == "not_found" and listing in error["hint"] and "list the resources" not in error["hint"]
+
+
+@pytest.mark.anyio
+async def test_descriptions_say_what_the_service_cannot_tell(client: Client) -> None:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert "Runs do not say who started them" in _described(tools, "list_agent_runs")
+    assert "does not report a pull request's state" in _described(tools, "get_agent_run")
+    assert "by this server's clock" in _described(tools, "get_agent_run")
+    sandbox_id = tools["analyze_sandbox_logs"].input_schema["properties"]["sandbox_id"]["description"]
+    assert "web app" in sandbox_id and "no tool lists sandboxes" in sandbox_id
+    error = error_of(await client.call_tool("analyze_sandbox_logs", {"sandbox_id": 999_999}))
+    assert "web app" in error["hint"]
+
+
+# -- 4. Descriptions that steer a model right --------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_destructive_tools_act_only_on_explicit_request_and_say_what_is_closest_to_cancel(
+        client: Client) -> None:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    destructive = [name for name, tool in tools.items() if tool.annotations and tool.annotations.destructive_hint]
+    assert len(destructive) == 5
+    for name in destructive:
+        assert "Only on the user's explicit request" in _described(tools, name), name
+    removal = _described(tools, "remove_from_pull_request")
+    assert "the same as ban_checks" in removal and "unban_checks reverses" in removal
+    assert "No tool cancels a run" in _described(tools, "ban_checks")
+
+
+@pytest.mark.anyio
+async def test_default_server_names_its_off_toolsets_and_fits_the_budget(sandbox: SandboxServer) -> None:
+    async with Client(stdio_server(sandbox_env(sandbox))) as default:
+        text = default.instructions or ""
+        listed = [tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+                  for tool in (await default.list_tools()).tools]
+    assert "Toolsets off on this server: oauth, webhooks" in text and "--toolsets" in text
+    payload = json.dumps({"tools": listed}, separators=(",", ":"), ensure_ascii=False)
+    assert len(payload) // 4 <= BUDGET_TOKENS, len(payload) // 4
+    names = {tool["name"]: tool["outputSchema"] for tool in listed}
+    # The outline still says where a pull request's pr_id is.
+    assert "pr_id" in names["get_agent_run"]["properties"]["pull_requests"]["items"]["properties"]
