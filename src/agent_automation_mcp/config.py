@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .api.settings import first_set, number_setting, parse_flag
 from .tools.registry import DEFAULT_TOOLSETS, parse_toolsets
@@ -42,19 +42,20 @@ class ServerSettings:
         )
 
 
-AUTH_MODES = ("request", "env")
+AUTH_MODES = ("request", "env", "oauth")
 DEFAULT_TENANT_CALLS = 16  # calls one token may have in flight on one server
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_SHUTDOWN_GRACE = 25.0
+DEFAULT_OAUTH_SIGNINS = 10  # sign-ins one client address may complete per minute (remote/oauth/limits.py)
 
 
 def parse_auth(value: str | None) -> str | None:
-    """`request` or `env`; None leaves the choice to the bind address."""
+    """`request`, `env` or `oauth`; None leaves the choice to the bind address."""
     if value is None or not value.strip():
         return None
     mode = value.strip().lower()
     if mode not in AUTH_MODES:
-        raise ValueError(f"the auth mode must be request or env, got {value!r}")
+        raise ValueError(f"the auth mode must be request, env or oauth, got {value!r}")
     return mode
 
 
@@ -74,6 +75,12 @@ class RemoteSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_tenant_calls: int = DEFAULT_TENANT_CALLS
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that seal
+    # the service tokens of sign-ins (first encrypts, all decrypt), and sign-ins per client address per minute
+    public_url: str | None = None
+    oauth_keys: tuple[str, ...] = field(default=(), repr=False)
+    oauth_signins: int = DEFAULT_OAUTH_SIGNINS
+    oauth_trusted_client_hosts: tuple[str, ...] = ()  # host:port whose client_id URLs may be private (tests)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -88,4 +95,9 @@ class RemoteSettings:
                                             minimum=1),
             shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
                                           minimum=0),
+            public_url=first_set(env, "AGENT_AUTOMATION_PUBLIC_URL"),
+            oauth_keys=parse_list(first_set(env, "AGENT_AUTOMATION_OAUTH_KEYS")),
+            oauth_signins=number_setting(env, "AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE", int, DEFAULT_OAUTH_SIGNINS,
+                                         minimum=1),
+            oauth_trusted_client_hosts=parse_list(first_set(env, "AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS")),
         )

@@ -34,7 +34,14 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     server.streamable_http_app(stateless_http=True, max_request_body_size=remote.max_body_bytes,
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
-    gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth)
+    sign_in = None
+    if remote.auth == "oauth":
+        from .oauth import SignIn
+
+        sign_in = SignIn.from_settings(remote, server.api_settings.redis_url,
+                                       lambda: server.state.transport if server.state is not None else None)
+    gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
+                   sign_in=sign_in)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "alive"})
@@ -55,12 +62,15 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                 yield
             finally:
                 lifecycle.ready = False
+                if sign_in is not None:
+                    await sign_in.close()
 
     return Starlette(routes=[
         Route("/mcp", gate, methods=["GET", "POST", "DELETE"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
+        *(sign_in.routes() if sign_in is not None else ()),
     ], lifespan=lifespan)
 
 

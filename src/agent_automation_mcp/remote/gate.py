@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -19,6 +19,9 @@ from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
 from .hosts import HostPolicy
 from .verdicts import TokenVerdicts
+
+if TYPE_CHECKING:  # the sign-in package is loaded only with --auth oauth
+    from .oauth import SignIn
 
 REALM: Final = 'Bearer realm="agent-automation-mcp"'
 REFUSED_REALM: Final = f'{REALM}, error="invalid_token"'
@@ -43,19 +46,22 @@ class McpGate:
     """An ASGI app in front of the SDK's Streamable HTTP handler."""
 
     def __init__(self, app: ASGIApp, server: AgentAutomationServer, policy: HostPolicy, lifecycle: Lifecycle, *,
-                 per_request_auth: bool, verdicts: TokenVerdicts | None = None) -> None:
+                 per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None) -> None:
         self.app = app
         self.server = server
         self.policy = policy
         self.lifecycle = lifecycle
         self.per_request_auth = per_request_auth
         self.verdicts = verdicts or TokenVerdicts()
+        self.sign_in = sign_in  # --auth oauth: our access tokens, and 401s that point at the sign-in metadata
+        self.realm = sign_in.challenge if sign_in is not None else REALM
+        self.refused_realm = f'{sign_in.challenge}, error="invalid_token"' if sign_in is not None else REFUSED_REALM
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refusal = await self._refusal(Headers(scope=scope))
+        refusal = await self._refusal(Headers(scope=scope), scope)
         if refusal is not None:
             status, body, extra = refusal
             await _respond(send, status, body, extra)
@@ -66,7 +72,7 @@ class McpGate:
         finally:
             self.lifecycle.in_flight -= 1
 
-    async def _refusal(self, headers: Headers) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
+    async def _refusal(self, headers: Headers, scope: Scope) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
         if refused is not None:
             kind = "forbidden" if refused.status == 403 else "misdirected"
@@ -84,13 +90,15 @@ class McpGate:
         if not self.per_request_auth:
             return None
         token = bearer_token(headers)
+        if token is not None and self.sign_in is not None and self.sign_in.owns(token):
+            return await self.sign_in.admit(scope, token, self.server.state.transport, self.verdicts)
         if token is None:
             return 401, _error("unauthorized", 401, "this server needs your own API token with each request",
-                               TOKEN_HINT), {"WWW-Authenticate": REALM}
+                               TOKEN_HINT), {"WWW-Authenticate": self.realm}
         if not await self.verdicts.accepted(self.server.state.transport, token):
             return 401, _error("unauthorized", 401, "the service refused this API token (invalid or revoked)",
                                "Create a new token at https://codegen.com/token and send it as "
-                               "Authorization: Bearer <token>."), {"WWW-Authenticate": REFUSED_REALM}
+                               "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
         return None
 
 
