@@ -183,3 +183,18 @@ def test_a_token_for_another_resource_is_refused_by_it(cluster: Cluster, sandbox
         assert RawFlow(other.origin).mcp_status(tokens["access_token"]).status_code == 401
     finally:
         other.stop()
+
+
+def test_while_redis_is_down_sign_ins_answer_503_and_come_back_after(cluster: Cluster,
+                                                                      redis_server: RedisServer) -> None:
+    flow = RawFlow(cluster.origin)
+    tokens = flow.tokens(flow.register(), ALICE)
+    redis_server.stop()
+    try:
+        refused = flow.mcp_status(tokens["access_token"])
+        assert refused.status_code == 503 and refused.json()["error"]["kind"] == "unavailable"
+        assert flow.http.post(f"{cluster.origin}/register", json={"redirect_uris": [REDIRECT_URI]}).status_code == 503
+        assert flow.mcp_status(ALICE).status_code == 200  # a plain service token needs no store
+    finally:
+        redis_server.start()
+    flow.tokens(flow.register(), ALICE)  # sign-in works again (what Redis held is gone: it kept no copy on disk)

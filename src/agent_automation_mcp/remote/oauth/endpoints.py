@@ -41,6 +41,7 @@ from .limits import AddressBudgets
 from .metadata import ServerMetadata
 from .provider import SignInProvider
 from .sealing import Sealer
+from .store import StoreUnavailable
 
 MAX_BODY_BYTES: Final = 64 * 1024
 REQUEST_SECONDS: Final = 900  # a consent page must be answered within this time
@@ -95,6 +96,17 @@ class Endpoints:
 
     def _budgeted(self, endpoint: str, handler: Handler) -> Handler:
         async def budgeted(request: Request) -> Response:
+            try:
+                return await spend_then(request)
+            except StoreUnavailable:
+                headers = {"Retry-After": "5", "Cache-Control": "no-store"}
+                if endpoint == "authorize":
+                    return self._page(error_page("Sign-in is unavailable for a moment; try again.",
+                                                 nonce := new_nonce()), nonce, 503, headers)
+                return JSONResponse({"error": "temporarily_unavailable", "error_description": "try again shortly"},
+                                    status_code=503, headers=headers)
+
+        async def spend_then(request: Request) -> Response:
             address = request.client.host if request.client else "unknown"
             if not await self.budgets.spend(endpoint, address):
                 headers = {"Retry-After": "60", "Cache-Control": "no-store"}
@@ -154,7 +166,7 @@ class Endpoints:
         browser = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
         response = self._form(client, asked, browser, nonce)
         response.set_cookie(CSRF_COOKIE, browser, max_age=REQUEST_SECONDS, path="/authorize", httponly=True,
-                            samesite="strict", secure=self.metadata.public_url.startswith("https://"))
+                            samesite="lax", secure=self.metadata.public_url.startswith("https://"))
         return response
 
     async def _answer(self, request: Request, nonce: str) -> Response:

@@ -26,7 +26,7 @@ from .limits import AddressBudgets
 from .metadata import ServerMetadata
 from .redirects import is_loopback_url
 from .sealing import Sealer
-from .store import Store, create_store
+from .store import Store, StoreUnavailable, create_store
 
 logger = logging.getLogger(__name__)
 
@@ -82,23 +82,32 @@ class SignIn:
 
     async def admit(self, scope: Scope, token: str, transport: ApiTransport, verdicts: TokenVerdicts
                     ) -> Refusal | None:
-        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401)."""
-        signed_in = await self.grants.signed_in(token)
-        if signed_in is None:
-            return self._refusal("this sign-in has expired or ended")
-        if not await verdicts.accepted(transport, signed_in.service_token):
-            await self.grants.end(signed_in.grant.id)
-            return self._refusal("the service no longer accepts the token this sign-in was made with")
+        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401, or 503
+        while the shared store does not answer)."""
+        try:
+            signed_in = await self.grants.signed_in(token)
+            if signed_in is None:
+                return _refusal(401, "this sign-in has expired or ended", self.challenge)
+            if not await verdicts.accepted(transport, signed_in.service_token):
+                await self.grants.end(signed_in.grant.id)
+                return _refusal(401, "the service no longer accepts the token this sign-in was made with",
+                                self.challenge)
+        except StoreUnavailable:
+            return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
         scope["headers"] = _as_caller(scope["headers"], signed_in)
         return None
 
-    def _refusal(self, message: str) -> Refusal:
-        error = {"kind": "unauthorized", "status": 401, "message": message,
-                 "hint": "Sign in again: your MCP client does so when it sees this answer."}
-        return 401, {"error": error}, {"WWW-Authenticate": f'{self.challenge}, error="invalid_token"'}
-
     async def close(self) -> None:
         await self.store.close()
+
+
+def _refusal(status: int, message: str, challenge: str) -> Refusal:
+    if status == 503:
+        return status, {"error": {"kind": "unavailable", "status": 503, "message": message,
+                                  "hint": "Send the request again in a few seconds."}}, {"Retry-After": "5"}
+    error = {"kind": "unauthorized", "status": 401, "message": message,
+             "hint": "Sign in again: your MCP client does so when it sees this answer."}
+    return 401, {"error": error}, {"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
 
 
 def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[tuple[bytes, bytes]]:

@@ -7,10 +7,17 @@ Values are short strings under keys the callers build from hashes: no token is e
 from __future__ import annotations
 
 import time
-from typing import Final, Protocol
+from collections.abc import Awaitable
+from typing import Final, Protocol, TypeVar
+
+T = TypeVar("T")
 
 PREFIX: Final = "aamcp:oauth:"
 MAX_MEMORY_ENTRIES: Final = 200_000
+
+
+class StoreUnavailable(Exception):
+    """The shared store did not answer: sign-in cannot go on now (answered 503, to try again)."""
 
 
 class Store(Protocol):
@@ -88,28 +95,36 @@ class RedisStore:
 
     def __init__(self, url: str) -> None:
         from redis.asyncio import Redis  # the Redis client costs start-up time; loaded only when configured
+        from redis.exceptions import RedisError
 
         self._redis = Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
+        self._errors = (RedisError, OSError)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
-        await self._redis.set(PREFIX + key, value, px=max(1, int(ttl * 1000)))
+        await self._ask(self._redis.set(PREFIX + key, value, px=max(1, int(ttl * 1000))))
 
     async def get(self, key: str) -> str | None:
-        return await self._redis.get(PREFIX + key)
+        return await self._ask(self._redis.get(PREFIX + key))
 
     async def take(self, key: str) -> str | None:
-        return await self._redis.getdel(PREFIX + key)
+        return await self._ask(self._redis.getdel(PREFIX + key))
 
     async def delete(self, *keys: str) -> None:
         if keys:
-            await self._redis.delete(*(PREFIX + key for key in keys))
+            await self._ask(self._redis.delete(*(PREFIX + key for key in keys)))
 
     async def count(self, key: str, window: float) -> int:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.incr(PREFIX + key)
             pipe.pexpire(PREFIX + key, max(1, int(window * 1000)), nx=True)
-            counted, _ = await pipe.execute()
+            counted, _ = await self._ask(pipe.execute())
         return int(counted)
+
+    async def _ask(self, command: Awaitable[T]) -> T:
+        try:
+            return await command
+        except self._errors as exc:
+            raise StoreUnavailable(f"Redis did not answer ({type(exc).__name__})") from None
 
     async def close(self) -> None:
         await self._redis.aclose()
