@@ -139,8 +139,8 @@ class Grants:
 
     async def signed_in(self, access_token: str) -> SignedIn | None:
         """The grant behind an access token of ours and its service token; None when unknown, expired or ended."""
-        grant_id = await self.store.get(f"at:{digest(access_token)}")
-        grant = await self._grant(grant_id) if grant_id is not None else None
+        raw = await self.store.follow(f"at:{digest(access_token)}", "grant:")
+        grant = Grant.loads(raw) if raw is not None else None
         if grant is None or grant.resource != self.resource:
             return None
         service_token = self.sealer.open(grant.sealed_token)

@@ -16,6 +16,15 @@ PREFIX: Final = "aamcp:oauth:"
 MAX_MEMORY_ENTRIES: Final = 200_000
 
 
+# The second key is named by the first's value, so it cannot be declared in KEYS: fine on one Redis (or a
+# primary with replicas), which is what AGENT_AUTOMATION_REDIS_URL names; not for Redis Cluster.
+FOLLOW_SCRIPT: Final = """
+local pointer = redis.call('GET', KEYS[1])
+if not pointer then return false end
+return redis.call('GET', ARGV[1] .. pointer)
+"""
+
+
 class StoreUnavailable(Exception):
     """The shared store did not answer: sign-in cannot go on now (answered 503, to try again)."""
 
@@ -27,6 +36,10 @@ class Store(Protocol):
 
     async def take(self, key: str) -> str | None:
         """Get and delete at once: of two requests taking the same key, only one gets the value."""
+        ...
+
+    async def follow(self, key: str, prefix: str) -> str | None:
+        """The value under `prefix` + the value of `key` (None if either is missing), in one round trip."""
         ...
 
     async def delete(self, *keys: str) -> None: ...
@@ -74,6 +87,10 @@ class MemoryStore:
         self._entries.pop(key, None)
         return value
 
+    async def follow(self, key: str, prefix: str) -> str | None:
+        pointer = self._live(key)
+        return self._live(prefix + pointer) if pointer is not None else None
+
     async def delete(self, *keys: str) -> None:
         for key in keys:
             self._entries.pop(key, None)
@@ -99,6 +116,7 @@ class RedisStore:
 
         self._redis = Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
         self._errors = (RedisError, OSError)
+        self._follow = self._redis.register_script(FOLLOW_SCRIPT)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
         await self._ask(self._redis.set(PREFIX + key, value, px=max(1, int(ttl * 1000))))
@@ -108,6 +126,9 @@ class RedisStore:
 
     async def take(self, key: str) -> str | None:
         return await self._ask(self._redis.getdel(PREFIX + key))
+
+    async def follow(self, key: str, prefix: str) -> str | None:
+        return await self._ask(self._follow(keys=[PREFIX + key], args=[PREFIX + prefix]))
 
     async def delete(self, *keys: str) -> None:
         if keys:
