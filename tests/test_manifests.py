@@ -32,12 +32,14 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from cryptography.fernet import Fernet
 from mcp import Client
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
 from agent_automation_mcp.config import RemoteSettings, ServerSettings
 from agent_automation_mcp.remote.hosts import HostPolicy
+from agent_automation_mcp.remote.oauth import SignIn
 from agent_automation_mcp.server import build_server
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -157,13 +159,11 @@ def test_server_json_packages_are_the_pypi_release_and_the_image() -> None:
             "AGENT_AUTOMATION_API_TOKEN"]
 
 
-def test_server_json_remote_is_streamable_http_with_the_token_header_secret() -> None:
+def test_server_json_remote_is_streamable_http_and_signs_in_with_oauth() -> None:
     (remote,) = manifest_json("server.json")["remotes"]
-    assert remote["type"] == "streamable-http" and remote["url"].endswith("/mcp")
-    headers = {header["name"]: header for header in remote["headers"]}
-    assert set(headers) == {"Authorization", "X-Organization-Id"}
-    assert headers["Authorization"]["isSecret"] is True and headers["Authorization"]["value"].startswith("Bearer ")
-    assert "isSecret" not in headers["X-Organization-Id"]
+    assert remote["type"] == "streamable-http" and remote["url"] == "https://{host}/mcp"
+    assert "headers" not in remote  # no header to fill in: the client signs in with OAuth (docs/oauth.md)
+    assert "OAuth" in remote["variables"]["host"]["description"]
 
 
 # --- the README ---------------------------------------------------------------------------------------------
@@ -249,13 +249,10 @@ def test_client_config_has_the_clients_shape_a_stdio_launch_and_the_remote_url(f
     _check_launch(launch["command"], launch.get("args", []))
     assert set(launch["env"]) <= SETTINGS_READ and "AGENT_AUTOMATION_API_TOKEN" in launch["env"]
     (remote,) = [entry for entry in entries.values() if entry is not launch]
-    if "url" in remote:
-        assert remote["url"] == REMOTE_URL and remote["headers"]["Authorization"].startswith("Bearer ${")
-    else:  # Claude Desktop's file holds stdio servers only: mcp-remote carries the URL and the header
-        args = remote["args"]
-        assert args[:2] == ["-y", "mcp-remote@0.15.1"] and REMOTE_URL in args
-        assert args[args.index("--header") + 1] == "Authorization:${AUTH_HEADER}"
-        assert remote["env"]["AUTH_HEADER"].startswith("Bearer ")
+    if "url" in remote:  # a client that speaks OAuth: the URL alone, it signs in on the consent page
+        assert remote["url"] == REMOTE_URL and "headers" not in remote
+    else:  # Claude Desktop's file holds stdio servers only: mcp-remote carries the URL and signs in with OAuth
+        assert remote["args"] == ["-y", "mcp-remote@0.15.1", REMOTE_URL] and "env" not in remote
 
 
 def test_client_configs_in_the_readme_have_a_clients_shape_and_launch_the_server() -> None:
@@ -280,7 +277,6 @@ def test_vscode_config_asks_for_the_token_instead_of_storing_it() -> None:
     (token_input,) = used
     token = f"${{input:{token_input}}}"
     assert config["servers"]["agent-automation"]["env"]["AGENT_AUTOMATION_API_TOKEN"] == token
-    assert config["servers"]["agent-automation-remote"]["headers"]["Authorization"] == f"Bearer {token}"
 
 
 # --- the Dockerfile -----------------------------------------------------------------------------------------
@@ -496,17 +492,21 @@ def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str,
     assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} >= {"kubernetes.io/hostname"}
 
 
+OAUTH_SECRET: Final = "agent-automation-mcp-oauth"  # created by the operator (kustomization.yaml says how)
+
+
 def _container_env(base: dict[str, dict[str, Any]], redis: list[dict[str, Any]]) -> dict[str, str]:
-    """The server container's environment: the ConfigMap, then `env` (a value, or one from the Secret of ../redis)."""
+    """The server container's environment: the ConfigMap, then `env` (a value, or one from the Secret of ../redis,
+    or the sign-in keys as `kubectl create secret` in kustomization.yaml makes them)."""
     (secret,) = [document for document in redis if document["kind"] == "Secret"]
+    secrets = {secret["metadata"]["name"]: secret["stringData"], OAUTH_SECRET: {"keys": Fernet.generate_key().decode()}}
     env = dict(base["ConfigMap"]["data"])
     for variable in _container(base["Deployment"])["env"]:
         if "value" in variable:
             env[variable["name"]] = variable["value"]
             continue
         reference = variable["valueFrom"]["secretKeyRef"]
-        assert reference["name"] == secret["metadata"]["name"]
-        env[variable["name"]] = secret["stringData"][reference["key"]]
+        env[variable["name"]] = secrets[reference["name"]][reference["key"]]
     return env
 
 
@@ -547,9 +547,14 @@ def test_settings_come_from_the_configmap_and_redis_from_a_secret(base: dict[str
     env = _container_env(base, redis)
     unknown = set(env) - _settings_read(env)  # and the package's parsers accept each value
     assert not unknown, f"settings the package does not read (misspelt?): {sorted(unknown)}"
-    assert config["AGENT_AUTOMATION_AUTH"] == "request"
+    assert config["AGENT_AUTOMATION_AUTH"] == "oauth"
     assert "mcp.example.com" in config["AGENT_AUTOMATION_ALLOWED_HOSTS"].split(",")
-    (redis_url,) = container["env"]
+    assert config["AGENT_AUTOMATION_PUBLIC_URL"] == REMOTE_URL.removesuffix("/mcp")
+    redis_url, keys = container["env"]
+    assert keys == {"name": "AGENT_AUTOMATION_OAUTH_KEYS",
+                    "valueFrom": {"secretKeyRef": {"name": OAUTH_SECRET, "key": "keys"}}}
+    kustomization = (MANIFESTS / "kubernetes" / "base" / "kustomization.yaml").read_text()
+    assert f"kubectl create secret generic {OAUTH_SECRET}" in kustomization and "Fernet.generate_key()" in kustomization
     assert redis_url["name"] == "AGENT_AUTOMATION_REDIS_URL"
     reference = redis_url["valueFrom"]["secretKeyRef"]
     (secret,) = [document for document in redis if document["kind"] == "Secret"]
@@ -571,7 +576,8 @@ def test_a_misspelt_or_unknown_setting_is_caught() -> None:
 def test_the_container_answers_requests_for_its_public_and_service_names_with_their_own_tokens(
         base: dict[str, dict[str, Any]], redis: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     args, remote = _as_the_container_runs(base, redis, monkeypatch)
-    assert auth_mode(args.transport, args.host, remote.auth) == "request"
+    assert auth_mode(args.transport, args.host, remote.auth) == "oauth"
+    assert SignIn.check(remote) == "https://mcp.example.com"  # the public URL and the keys are usable
     policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
     service = base["Service"]
     name, (port,) = service["metadata"]["name"], service["spec"]["ports"]
