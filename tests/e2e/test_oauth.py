@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from harness import ERAS, MODES, RATE_LIMITS, HttpServer, clean_env, free_port
 from oauth_flow import (
     REDIRECT_URI,
     MemoryTokens,
@@ -58,13 +58,14 @@ def flow(server: HttpServer) -> RawFlow:
 
 
 @pytest.mark.anyio
-async def test_the_sdk_client_signs_in_calls_tools_refreshes_and_is_revoked(server: HttpServer,
-                                                                          sandbox: SandboxServer) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_sdk_client_signs_in_calls_tools_refreshes_and_is_revoked(server: HttpServer, sandbox: SandboxServer,
+                                                                          mode: str) -> None:
     person, storage = Person(ALICE), MemoryTokens()
-    client, provider = oauth_client(server.url, person, storage)
+    client, provider = oauth_client(server.url, person, storage, mode=mode)
     async with client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
-        assert "list_users" in tools
+        assert "list_users" in tools and client.protocol_version == ERAS[mode]
         result = await client.call_tool("list_users", {})
         assert not result.is_error, result
         seen = sandbox.state.request_log[-1]

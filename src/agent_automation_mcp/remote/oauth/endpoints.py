@@ -95,27 +95,23 @@ class Endpoints:
                               allow_methods=["POST", "OPTIONS"], allow_headers=[MCP_PROTOCOL_VERSION_HEADER])
 
     def _budgeted(self, endpoint: str, handler: Handler) -> Handler:
+        """`handler`, once the address's budget for `endpoint` allows; a page for the person at `/authorize`,
+        JSON for a client elsewhere, when it does not (or when the store does not answer)."""
         async def budgeted(request: Request) -> Response:
-            try:
-                return await spend_then(request)
-            except StoreUnavailable:
-                headers = {"Retry-After": "5", "Cache-Control": "no-store"}
-                if endpoint == "authorize":
-                    return self._page(error_page("Sign-in is unavailable for a moment; try again.",
-                                                 nonce := new_nonce()), nonce, 503, headers)
-                return JSONResponse({"error": "temporarily_unavailable", "error_description": "try again shortly"},
-                                    status_code=503, headers=headers)
-
-        async def spend_then(request: Request) -> Response:
             address = request.client.host if request.client else "unknown"
-            if not await self.budgets.spend(endpoint, address):
-                headers = {"Retry-After": "60", "Cache-Control": "no-store"}
-                if endpoint == "authorize":
-                    return self._page(error_page("Too many sign-in attempts from your address; wait a minute.",
-                                                 nonce := new_nonce()), nonce, 429, headers)
-                return JSONResponse({"error": "too_many_requests", "error_description": "too many requests from "
-                                     "this address; wait a minute"}, status_code=429, headers=headers)
-            return await handler(request)
+            try:
+                if await self.budgets.spend(endpoint, address):
+                    return await handler(request)
+                refusal = (429, "too_many_requests", "Too many sign-in requests from your address; wait a minute.",
+                           "60")
+            except StoreUnavailable:
+                refusal = (503, "temporarily_unavailable", "Sign-in is unavailable for a moment; try again.", "5")
+            status, error, message, retry_after = refusal
+            headers = {"Retry-After": retry_after, "Cache-Control": "no-store"}
+            if endpoint == "authorize":
+                nonce = new_nonce()
+                return self._page(error_page(message, nonce), nonce, status, headers)
+            return JSONResponse({"error": error, "error_description": message}, status_code=status, headers=headers)
         return budgeted
 
     async def token(self, request: Request) -> Response:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
+from pydantic import AnyHttpUrl
 from starlette.routing import Route
 from starlette.types import Scope
 
@@ -122,8 +124,6 @@ def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[
 
 def check_public_url(value: str | None) -> str:
     """The public URL as an origin without a trailing slash; `ValueError` says what is wrong."""
-    from urllib.parse import urlsplit
-
     if not value:
         raise ValueError("--auth oauth needs --public-url (AGENT_AUTOMATION_PUBLIC_URL): the address clients use, "
                          "e.g. https://mcp.example.com")
@@ -134,4 +134,4 @@ def check_public_url(value: str | None) -> str:
                          f"{value!r}")
     if parts.scheme == "http" and not is_loopback_url(value):
         raise ValueError("--public-url must be https beyond loopback (http only on 127.0.0.1, [::1], localhost)")
-    return f"{parts.scheme}://{parts.netloc}"
+    return str(AnyHttpUrl(f"{parts.scheme}://{parts.netloc}")).rstrip("/")  # as the metadata will render it
