@@ -74,7 +74,8 @@ async def test_the_sdk_client_signs_in_calls_tools_refreshes_and_is_revoked(serv
         assert first is not None and first.access_token.startswith("aamcp_at_") and first.expires_in == 3600
         assert storage.client is not None and storage.client.client_id  # registered by DCR
         page = person.pages[0]
-        assert "Test Client" in page and "127.0.0.1:9" in page and 'type="password" name="token"' in page
+        assert "Test Client</strong> (a name the app gave itself)" in page and "127.0.0.1:9" in page
+        assert 'type="password" name="token"' in page
 
         provider.context.token_expiry_time = time.time() - 1  # the hour is up: the client refreshes
         assert not (await client.call_tool("list_users", {})).is_error

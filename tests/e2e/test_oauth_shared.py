@@ -128,7 +128,7 @@ async def test_the_sdk_client_signs_in_through_the_balancer(cluster: Cluster, sa
         assert sandbox.state.request_log[-1].token_hash == token_hash(ALICE)
         if registration == "cimd":
             assert storage.client is not None and storage.client.client_id == metadata_url
-            assert "Metadata Document Client" in person.pages[0]
+            assert "Metadata Document Client</strong> (described by <strong>127.0.0.1:" in person.pages[0]
             assert CIMD_PATH in server.fetched
         first = storage.tokens
         provider.context.token_expiry_time = time.time() - 1

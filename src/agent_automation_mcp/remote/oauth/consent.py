@@ -29,8 +29,9 @@ color:#fff}small{color:#5a6275}
 class ConsentForm:
     """What one rendering of the consent page shows and carries."""
 
-    client_name: str
+    client_name: str  # as the client states it
     redirect_host: str
+    document_host: str | None  # a metadata document client: the host its description comes from
     request: str  # the sealed authorization request (and, at the organisation step, the sealed token)
     csrf: str
     error: str | None = None
@@ -71,10 +72,13 @@ def consent_page(form: ConsentForm, nonce: str) -> str:
                  '<input id="token" type="password" name="token" autocomplete="off" required>'
                  '<small>From https://codegen.com/token. It stays on this server, encrypted; the client never '
                  "sees it.</small>")
+    source = (f" (described by <strong>{escape(form.document_host)}</strong>)" if form.document_host
+              else " (a name the app gave itself)")
     body = (
         "<main><h1>Sign in to Agent Automation</h1>"
-        f'<p class="who"><strong>{escape(form.client_name)}</strong> wants to use your Codegen account through this '
-        f"server. After you approve, you go back to <strong>{escape(form.redirect_host)}</strong>.</p>{error}"
+        f'<p class="who"><strong>{escape(form.client_name)}</strong>{source} wants to use your Codegen account '
+        f"through this server. After you approve, you go back to <strong>{escape(form.redirect_host)}</strong>.</p>"
+        f"{error}"
         '<form method="post" action="/authorize">'
         f'<input type="hidden" name="request" value="{escape(form.request)}">'
         f'<input type="hidden" name="csrf" value="{escape(form.csrf)}">{field}'

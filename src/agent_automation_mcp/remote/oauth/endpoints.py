@@ -36,6 +36,7 @@ from ...api.errors import ApiError, AuthenticationError
 from ...api.transport import ApiTransport
 from .clients import Clients, SecretHashAuthenticator
 from .consent import ConsentForm, consent_page, error_page, new_nonce, page_headers
+from .documents import is_document_url
 from .grants import Grants
 from .limits import AddressBudgets
 from .metadata import ServerMetadata
@@ -248,6 +249,8 @@ class Endpoints:
             step |= {"token": sealed_token, "organizations": organizations}
         form = ConsentForm(client_name=client.client_name or client.client_id,
                            redirect_host=urlsplit(asked.redirect_uri).netloc,
+                           document_host=urlsplit(client.client_id).netloc if is_document_url(client.client_id)
+                           else None,
                            request=self.sealer.seal(json.dumps(step)),
                            csrf=self.sealer.sign(browser), error=error,
                            organizations=[tuple(org) for org in organizations or []] if sealed_token else ())
