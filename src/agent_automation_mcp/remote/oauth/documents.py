@@ -33,6 +33,7 @@ MAX_DOCUMENT_BYTES: Final = 16 * 1024
 FETCH_SECONDS: Final = 5.0
 MAX_REDIRECTS: Final = 2
 DOCUMENT_SECONDS: Final = 600
+MAX_URL_CHARS: Final = 2000
 
 
 def is_document_url(client_id: str) -> bool:
@@ -50,7 +51,9 @@ class MetadataDocuments:
 
     async def client(self, url: str) -> OAuthClientInformationFull | None:
         """The client the document at `url` describes; None (the reason logged) when it cannot be had."""
-        cached = await self.store.get(f"cimd:{url}") if len(url) <= 2000 else None
+        if len(url) > MAX_URL_CHARS:
+            return None
+        cached = await self.store.get(f"cimd:{url}")
         if cached is not None:
             return OAuthClientInformationFull.model_validate_json(cached)
         try:
