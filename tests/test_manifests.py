@@ -34,6 +34,7 @@ import kubernetes_validate
 import promql_parser
 import pytest
 import yaml
+from cryptography.fernet import Fernet
 from mcp import Client
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -45,6 +46,7 @@ from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings
 from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import Metrics
+from agent_automation_mcp.remote.oauth import SignIn
 from agent_automation_mcp.server import build_server
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -165,13 +167,11 @@ def test_server_json_packages_are_the_pypi_release_and_the_image() -> None:
             "AGENT_AUTOMATION_API_TOKEN"]
 
 
-def test_server_json_remote_is_streamable_http_with_the_token_header_secret() -> None:
+def test_server_json_remote_is_streamable_http_and_signs_in_with_oauth() -> None:
     (remote,) = manifest_json("server.json")["remotes"]
-    assert remote["type"] == "streamable-http" and remote["url"].endswith("/mcp")
-    headers = {header["name"]: header for header in remote["headers"]}
-    assert set(headers) == {"Authorization", "X-Organization-Id"}
-    assert headers["Authorization"]["isSecret"] is True and headers["Authorization"]["value"].startswith("Bearer ")
-    assert "isSecret" not in headers["X-Organization-Id"]
+    assert remote["type"] == "streamable-http" and remote["url"] == "https://{host}/mcp"
+    assert "headers" not in remote  # no header to fill in: the client signs in with OAuth (docs/oauth.md)
+    assert "OAuth" in remote["variables"]["host"]["description"]
 
 
 # --- the README ---------------------------------------------------------------------------------------------
@@ -257,13 +257,10 @@ def test_client_config_has_the_clients_shape_a_stdio_launch_and_the_remote_url(f
     _check_launch(launch["command"], launch.get("args", []))
     assert set(launch["env"]) <= SETTINGS_READ and "AGENT_AUTOMATION_API_TOKEN" in launch["env"]
     (remote,) = [entry for entry in entries.values() if entry is not launch]
-    if "url" in remote:
-        assert remote["url"] == REMOTE_URL and remote["headers"]["Authorization"].startswith("Bearer ${")
-    else:  # Claude Desktop's file holds stdio servers only: mcp-remote carries the URL and the header
-        args = remote["args"]
-        assert args[:2] == ["-y", "mcp-remote@0.15.1"] and REMOTE_URL in args
-        assert args[args.index("--header") + 1] == "Authorization:${AUTH_HEADER}"
-        assert remote["env"]["AUTH_HEADER"].startswith("Bearer ")
+    if "url" in remote:  # a client that speaks OAuth: the URL alone, it signs in on the consent page
+        assert remote["url"] == REMOTE_URL and "headers" not in remote
+    else:  # Claude Desktop's file holds stdio servers only: mcp-remote carries the URL and signs in with OAuth
+        assert remote["args"] == ["-y", "mcp-remote@0.15.1", REMOTE_URL] and "env" not in remote
 
 
 def test_client_configs_in_the_readme_have_a_clients_shape_and_launch_the_server() -> None:
@@ -288,7 +285,6 @@ def test_vscode_config_asks_for_the_token_instead_of_storing_it() -> None:
     (token_input,) = used
     token = f"${{input:{token_input}}}"
     assert config["servers"]["agent-automation"]["env"]["AGENT_AUTOMATION_API_TOKEN"] == token
-    assert config["servers"]["agent-automation-remote"]["headers"]["Authorization"] == f"Bearer {token}"
 
 
 # --- the Dockerfile -----------------------------------------------------------------------------------------
@@ -581,9 +577,19 @@ def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str,
     assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} >= {"kubernetes.io/hostname"}
 
 
+OAUTH_SECRET: Final = "agent-automation-mcp-oauth"  # created by the operator (kustomization.yaml says how)
+STATE_SECRET: Final = "agent-automation-mcp-state"  # likewise
+
+
+def _operator_secrets() -> dict[str, dict[str, str]]:
+    """The Secrets the operator creates with `kubectl create secret`, as kustomization.yaml says."""
+    return {OAUTH_SECRET: {"keys": Fernet.generate_key().decode()}, STATE_SECRET: {"keys": "0123456789abcdef" * 4}}
+
+
 def _container_env(base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]]) -> dict[str, str]:
     """The server container's environment, as the kubelet builds it: `envFrom` (the ConfigMap and Secrets), then
     `env` (a value, or one key of a Secret). Every reference names a document the base renders."""
+    secrets = secrets | _operator_secrets()
     env: dict[str, str] = {}
     container = _container(base["Deployment"])
     for source in container["envFrom"]:
@@ -597,9 +603,6 @@ def _container_env(base: dict[str, dict[str, Any]], secrets: dict[str, dict[str,
             env[variable["name"]] = variable["value"]
             continue
         reference = variable["valueFrom"]["secretKeyRef"]
-        if reference == {"name": "agent-automation-mcp-state", "key": "keys"}:  # created by the operator
-            env[variable["name"]] = "0123456789abcdef" * 4
-            continue
         env[variable["name"]] = secrets[reference["name"]][reference["key"]]
     return env
 
@@ -639,8 +642,15 @@ def test_settings_come_from_the_configmap_and_redis_and_the_log_key_from_secrets
     env = _container_env(base, secrets)
     unknown = set(env) - _settings_read(env)  # and the package's parsers accept each value
     assert not unknown, f"settings the package does not read (misspelt?): {sorted(unknown)}"
-    assert config["AGENT_AUTOMATION_AUTH"] == "request" and config["AGENT_AUTOMATION_LOG_LEVEL"] == "INFO"
+    assert config["AGENT_AUTOMATION_AUTH"] == "oauth" and config["AGENT_AUTOMATION_LOG_LEVEL"] == "INFO"
     assert "mcp.example.com" in config["AGENT_AUTOMATION_ALLOWED_HOSTS"].split(",")
+    assert config["AGENT_AUTOMATION_PUBLIC_URL"] == REMOTE_URL.removesuffix("/mcp")
+    keys = [variable for variable in _container(base["Deployment"])["env"]
+            if variable["name"] == "AGENT_AUTOMATION_OAUTH_KEYS"]
+    assert keys == [{"name": "AGENT_AUTOMATION_OAUTH_KEYS",
+                     "valueFrom": {"secretKeyRef": {"name": OAUTH_SECRET, "key": "keys"}}}]
+    kustomization = (MANIFESTS / "kubernetes" / "base" / "kustomization.yaml").read_text()
+    assert f"kubectl create secret generic {OAUTH_SECRET}" in kustomization and "Fernet.generate_key()" in kustomization
     # The Redis URL and the log key are in Secrets, not in the ConfigMap; the key is empty until the operator
     # sets it (each replica then warns that tenants are named differently on each).
     assert not {"AGENT_AUTOMATION_REDIS_URL", "AGENT_AUTOMATION_LOG_SECRET"} & set(config)
@@ -662,7 +672,8 @@ def test_a_misspelt_or_unknown_setting_is_caught() -> None:
 def test_the_container_answers_requests_for_its_public_and_service_names_with_their_own_tokens(
         base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     args, remote = _as_the_container_runs(base, secrets, monkeypatch)
-    assert auth_mode(args.transport, args.host, remote.auth) == "request"
+    assert auth_mode(args.transport, args.host, remote.auth) == "oauth"
+    assert SignIn.check(remote) == "https://mcp.example.com"  # the public URL and the keys are usable
     policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
     service = base["Service"]
     name, (port,) = service["metadata"]["name"], service["spec"]["ports"]
@@ -772,7 +783,7 @@ def test_a_changed_setting_or_secret_changes_the_pod_template_so_the_pods_roll(
         line: str) -> None:
     before = _references(base["Deployment"])
     # every generated name, with its hash, and the confirmation keys the operator creates (rotated by a rollout)
-    assert before == {base["ConfigMap"]["metadata"]["name"], *secrets, "agent-automation-mcp-state"}
+    assert before == {base["ConfigMap"]["metadata"]["name"], *secrets, *_operator_secrets()}
     after = _references(_rendered_after(tmp_path, file, line))
     assert len(before - after) == 1 and len(after - before) == 1  # exactly the changed one has a new name
 

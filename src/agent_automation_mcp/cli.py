@@ -69,8 +69,12 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--auth", choices=AUTH_MODES,
                         help="HTTP: whose token calls use. request: each request's Authorization: Bearer token "
                              "(and X-Organization-Id); env: AGENT_AUTOMATION_API_TOKEN for every caller, loopback "
-                             "only (default: env on a loopback address, request on any other; "
-                             "env AGENT_AUTOMATION_AUTH)")
+                             "only; oauth: sign-in with OAuth (clients like Claude and ChatGPT), a Bearer service "
+                             "token still accepted, needs --public-url (default: env on a loopback address, "
+                             "request on any other; env AGENT_AUTOMATION_AUTH)")
+    parser.add_argument("--public-url", metavar="URL",
+                        help="HTTP with --auth oauth: the address clients reach this server at, e.g. "
+                             "https://mcp.example.com (env AGENT_AUTOMATION_PUBLIC_URL)")
     parser.add_argument("--allowed-host", action="append", default=None, metavar="NAME[:PORT]",
                         help="HTTP: a Host header to accept besides the bind address; repeatable "
                              "(env AGENT_AUTOMATION_ALLOWED_HOSTS, comma-separated)")
@@ -159,7 +163,7 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
     if args.max_field_chars is not None:
         server = dataclasses.replace(server, max_field_chars=args.max_field_chars)
     remote = RemoteSettings.from_env()
-    flags = {"auth": parse_auth(args.auth), "max_body_bytes": args.max_body_bytes,
+    flags = {"auth": parse_auth(args.auth), "public_url": args.public_url, "max_body_bytes": args.max_body_bytes,
              "max_tenant_calls": args.max_tenant_calls, "shutdown_grace": args.shutdown_grace,
              "metrics_port": args.metrics_port,
              "allowed_hosts": args.allowed_host and parse_list(",".join(args.allowed_host)),
@@ -174,8 +178,8 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
 def auth_mode(transport: str, host: str, chosen: str | None) -> str:
     """`env` on a loopback address (and stdio), `request` on any other; `ValueError` says why a choice is refused."""
     if transport == "stdio":
-        if chosen == "request":
-            raise ValueError("--auth request reads each HTTP request's token: it needs --transport http")
+        if chosen in ("request", "oauth"):
+            raise ValueError(f"--auth {chosen} reads each HTTP request's token: it needs --transport http")
         return "env"
     mode = chosen or ("env" if is_loopback(host) else "request")
     if mode == "env" and not is_loopback(host):
@@ -199,6 +203,10 @@ def serve(args: argparse.Namespace) -> int:
             from .remote.hosts import HostPolicy
 
             policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
+        if auth == "oauth":
+            from .remote.oauth import SignIn
+
+            SignIn.check(remote)
     except ValueError as exc:
         say(f"error: {exc}", logging.ERROR)
         return 2
@@ -209,14 +217,15 @@ def serve(args: argparse.Namespace) -> int:
             sandbox = stack.enter_context(SandboxServer(SandboxConfig(rate_limits=api.rate_limits)))
             api = dataclasses.replace(api, base_url=sandbox.url, token=sandbox.token, org_id=sandbox.org_id)
             say(f"--sandbox: using the local simulator at {sandbox.url} (simulated runs, no real service, "
-                + (f"clients send Authorization: Bearer {sandbox.token})" if auth == "request" else "no token needed)"))
+                + (f"clients send Authorization: Bearer {sandbox.token})" if auth != "env" else "no token needed)"))
         elif auth == "env" and not api.token:
             say("no API token: the tools are listed, but every call answers with how to set "
                 "AGENT_AUTOMATION_API_TOKEN (or try --sandbox)")
         from .server import build_server
         from .tools.callers import ConfiguredCaller, RequestCaller
 
-        callers = RequestCaller() if auth == "request" else ConfiguredCaller(api.token, api.org_id)
+        per_request_auth = auth in ("request", "oauth")
+        callers = RequestCaller() if per_request_auth else ConfiguredCaller(api.token, api.org_id)
         metrics = None
         if args.transport == "http":
             from .remote.access import AccessMetrics
@@ -241,12 +250,13 @@ def serve(args: argparse.Namespace) -> int:
                     say("warning: AGENT_AUTOMATION_LOG_SECRET is not set, so log lines name tenants with a key of "
                         "this process only: the same tenant has another name on each replica and after a restart; "
                         "set it to the same random value (openssl rand -hex 32) on every replica", logging.WARNING)
-                who = ("each request's own token (Authorization: Bearer)" if auth == "request"
-                       else "the token from the environment")
+                who = {"request": "each request's own token (Authorization: Bearer)",
+                       "oauth": f"each caller's sign-in (OAuth, at {remote.public_url}) or own token",
+                       "env": "the token from the environment"}[auth]
                 say(f"serving Streamable HTTP at http://{bracketed(args.host)}:{args.port}/mcp, calls made with {who}"
                     + (f"; /metrics at port {remote.metrics_port}" if remote.metrics_port else ""))
                 run_http(server, remote, host=args.host, port=args.port, policy=policy,
-                         per_request_auth=auth == "request", metrics=metrics)
+                         per_request_auth=per_request_auth, metrics=metrics)
             else:
                 anyio.run(server.run_stdio_async)
         except KeyboardInterrupt:

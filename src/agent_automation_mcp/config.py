@@ -42,7 +42,7 @@ class ServerSettings:
         )
 
 
-AUTH_MODES = ("request", "env")
+AUTH_MODES = ("request", "env", "oauth")
 DEFAULT_TENANT_CALLS = 16  # calls one token may have in flight on one server
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # Covers the longest call a tool may make (get_agent_run waiting 50 s, then its last poll: 54 s, tools/runs.py) and
@@ -53,15 +53,16 @@ MIN_STATE_KEY_CHARS = 32
 # tokens all come new from one address in the same minute (a first rollout behind a proxy) still fits.
 DEFAULT_TOKEN_CHECKS_PER_ADDRESS = 200
 DEFAULT_TOKEN_CHECKS_TOTAL = 600
+DEFAULT_OAUTH_SIGNINS = 10  # sign-ins one client address may complete per minute (remote/oauth/limits.py)
 
 
 def parse_auth(value: str | None) -> str | None:
-    """`request` or `env`; None leaves the choice to the bind address."""
+    """`request`, `env` or `oauth`; None leaves the choice to the bind address."""
     if value is None or not value.strip():
         return None
     mode = value.strip().lower()
     if mode not in AUTH_MODES:
-        raise ValueError(f"the auth mode must be request or env, got {value!r}")
+        raise ValueError(f"the auth mode must be request, env or oauth, got {value!r}")
     return mode
 
 
@@ -100,6 +101,12 @@ class RemoteSettings:
     token_checks_per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS
     token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
+    # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that seal
+    # the service tokens of sign-ins (first encrypts, all decrypt), and sign-ins per client address per minute
+    public_url: str | None = None
+    oauth_keys: tuple[str, ...] = field(default=(), repr=False)
+    oauth_signins: int = DEFAULT_OAUTH_SIGNINS
+    oauth_trusted_client_hosts: tuple[str, ...] = ()  # host:port whose client_id URLs may be private (tests)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -121,6 +128,11 @@ class RemoteSettings:
             token_checks_total=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL", int,
                                               DEFAULT_TOKEN_CHECKS_TOTAL, minimum=1),
             trusted_proxies=parse_list(first_set(env, "AGENT_AUTOMATION_TRUSTED_PROXIES")),
+            public_url=first_set(env, "AGENT_AUTOMATION_PUBLIC_URL"),
+            oauth_keys=parse_list(first_set(env, "AGENT_AUTOMATION_OAUTH_KEYS")),
+            oauth_signins=number_setting(env, "AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE", int, DEFAULT_OAUTH_SIGNINS,
+                                         minimum=1),
+            oauth_trusted_client_hosts=parse_list(first_set(env, "AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS")),
         )
 
 

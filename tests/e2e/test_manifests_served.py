@@ -1,5 +1,5 @@
 """What the manifests run, run here: the image's command and its HEALTHCHECK, the Deployment's probes with a
-pod's Host, and the remote headers of server.json and the client configurations against a server in request mode.
+pod's Host, and the remote URLs of server.json and the client configurations against a server in oauth mode.
 
 No container engine or cluster here: the console script stands in for the image, on 127.0.0.1 and a free port
 instead of 0.0.0.0:8000, and the sandbox for the service (the Redis URL is left out: its name is the cluster's).
@@ -18,6 +18,7 @@ from typing import Any, Final
 import httpx2
 import pytest
 import yaml
+from cryptography.fernet import Fernet
 from harness import RATE_LIMITS, HttpServer, clean_env, free_port, tenant_client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
@@ -76,10 +77,11 @@ def metrics_port() -> int:
 
 @pytest.fixture(scope="module")
 def deployment(sandbox: SandboxServer, metrics_port: int) -> Iterator[HttpServer]:
-    """The Deployment's arguments with the ConfigMap's settings."""
+    """The Deployment's arguments with the ConfigMap's settings and sign-in keys as the Secret holds them."""
     assert int(CONFIG["AGENT_AUTOMATION_METRICS_PORT"]) == PORTS["metrics"]
     env = clean_env(**(CONFIG | {"AGENT_AUTOMATION_METRICS_PORT": str(metrics_port)}),
-                    AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS)
+                    AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
+                    AGENT_AUTOMATION_OAUTH_KEYS=Fernet.generate_key().decode())
     server = _run_here(CONTAINER["args"], env)
     yield server
     _stopped(server)
@@ -136,32 +138,40 @@ def _filled(value: str, variables: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda match: variables[match.group(1)], value)
 
 
-async def _created_in(server: HttpServer, sandbox: SandboxServer, headers: dict[str, str]) -> int:
-    """Start an agent run with `headers` on every request; the organisation the sandbox put it in."""
-    async with tenant_client(server.url, **headers) as client:
-        run = await client.call_tool("create_agent_run", {"prompt": "check the manifests' headers"})
-    assert not run.is_error, run.structured_content
-    return sandbox.state.world.runs[run.structured_content["id"]].organization_id
+def _signs_in_at(server: HttpServer, url: str) -> None:
+    """What a client given only `url` meets through a load balancer that passes the Host: a 401 that points at
+    the metadata saying `url` is the resource, and an authorization server that takes it from there."""
+    host = url.split("/")[2]
+    refused = httpx2.post(server.url, headers={"host": host}, json={}, timeout=10)
+    assert refused.status_code == 401
+    metadata_url = f"{url.removesuffix('/mcp')}/.well-known/oauth-protected-resource/mcp"
+    assert f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
+    resource = httpx2.get(f"{server.origin}/.well-known/oauth-protected-resource/mcp", timeout=10).json()
+    assert resource["resource"] == url
+    (issuer,) = resource["authorization_servers"]
+    metadata = httpx2.get(f"{server.origin}/.well-known/oauth-authorization-server", timeout=10).json()
+    assert metadata["issuer"] == issuer and metadata["authorization_endpoint"] == f"{issuer}authorize"
 
 
-@pytest.mark.anyio
-async def test_the_registry_entrys_remote_headers_are_the_ones_the_server_reads(
-        deployment: HttpServer, sandbox: SandboxServer) -> None:
+def test_the_registry_entrys_remote_url_signs_in_with_oauth(deployment: HttpServer) -> None:
     (remote,) = manifest_json("server.json")["remotes"]
-    host = REMOTE_URL.split("/")[2]
-    assert _filled(remote["url"], {"host": host}) == REMOTE_URL
-    # The token is in both organisations: X-Organization-Id (no value given: the person's) picks the second.
-    headers = {header["name"]: _filled(header.get("value", "2"), {"token": BOTH_ORGS}) for header in remote["headers"]}
-    # Through a load balancer that passes the client's Host, as the ConfigMap's allowed hosts expect.
-    assert await _created_in(deployment, sandbox, headers | {"host": host}) == 2
+    assert "headers" not in remote
+    _signs_in_at(deployment, _filled(remote["url"], {"host": REMOTE_URL.split("/")[2]}))
 
 
 @pytest.mark.parametrize("file", ["cursor-mcp.json", "vscode-mcp.json"])
-@pytest.mark.anyio
-async def test_a_client_configurations_remote_headers_are_the_ones_the_server_reads(
-        deployment: HttpServer, sandbox: SandboxServer, file: str) -> None:
+def test_a_client_configurations_remote_url_signs_in_with_oauth(deployment: HttpServer, file: str) -> None:
     config: dict[str, Any] = manifest_json(f"clients/{file}")
     (remote,) = [entry for entry in (config.get("mcpServers") or config["servers"]).values() if "url" in entry]
-    # `${input:...}` and `${env:...}`: what the client fills in, the person's token here.
-    headers = {name: re.sub(r"\$\{[^}]+\}", ONE_ORG, value) for name, value in remote["headers"].items()}
-    assert await _created_in(deployment, sandbox, headers | {"host": remote["url"].split("/")[2]}) == 1
+    assert "headers" not in remote
+    _signs_in_at(deployment, remote["url"])
+
+
+@pytest.mark.anyio
+async def test_a_service_token_still_works_beside_sign_in(deployment: HttpServer, sandbox: SandboxServer) -> None:
+    """As with --auth request: the token, and X-Organization-Id when it sees several organisations."""
+    headers = {"authorization": f"Bearer {BOTH_ORGS}", "x_organization_id": "2", "host": REMOTE_URL.split("/")[2]}
+    async with tenant_client(deployment.url, **headers) as client:
+        run = await client.call_tool("create_agent_run", {"prompt": "check the manifests' headers"})
+    assert not run.is_error, run.structured_content
+    assert sandbox.state.world.runs[run.structured_content["id"]].organization_id == 2

@@ -38,8 +38,14 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
     budget = StrangerBudget(server.shared, remote.token_checks_per_address, remote.token_checks_total)
+    sign_in = None
+    if remote.auth == "oauth":
+        from .oauth import SignIn
+
+        sign_in = SignIn.from_settings(remote, server.api_settings.redis_url,
+                                       lambda: server.state.transport if server.state is not None else None)
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
-                   verdicts=TokenVerdicts(server.shared, budget))
+                   verdicts=TokenVerdicts(server.shared, budget), sign_in=sign_in)
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
 
     async def healthz(request: Request) -> Response:
@@ -58,12 +64,15 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                 yield
             finally:
                 lifecycle.ready = False
+                if sign_in is not None:
+                    await sign_in.close()
 
     # With a metrics port, /metrics is served there only (a NetworkPolicy admits the scraper to it): the public
     # port answers it 404, so what one replica did is not told to whoever reaches /mcp.
     routes = [Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
               Route("/healthz", healthz, methods=["GET"]),
-              Route("/readyz", readyz, methods=["GET"])]
+              Route("/readyz", readyz, methods=["GET"]),
+              *(sign_in.routes() if sign_in is not None else ())]
     if remote.metrics_port is None:
         routes.append(metrics_route(server, metrics))
     return Starlette(routes=routes, lifespan=lifespan)

@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from starlette.datastructures import Headers
@@ -22,6 +22,9 @@ from ..tools.registry import narrowed
 from .hosts import HostPolicy
 from .strangers import OverBudget
 from .verdicts import TokenVerdicts
+
+if TYPE_CHECKING:  # the sign-in package is loaded only with --auth oauth
+    from .oauth import SignIn
 
 REALM: Final = 'Bearer realm="agent-automation-mcp"'
 REFUSED_REALM: Final = f'{REALM}, error="invalid_token"'
@@ -58,13 +61,16 @@ class McpGate:
     """An ASGI app in front of the SDK's Streamable HTTP handler."""
 
     def __init__(self, app: ASGIApp, server: AgentAutomationServer, policy: HostPolicy, lifecycle: Lifecycle, *,
-                 per_request_auth: bool, verdicts: TokenVerdicts | None = None) -> None:
+                 per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None) -> None:
         self.app = app
         self.server = server
         self.policy = policy
         self.lifecycle = lifecycle
         self.per_request_auth = per_request_auth
         self.verdicts = verdicts or TokenVerdicts()
+        self.sign_in = sign_in  # --auth oauth: our access tokens, and 401s that point at the sign-in metadata
+        self.realm = sign_in.challenge if sign_in is not None else REALM
+        self.refused_realm = f'{sign_in.challenge}, error="invalid_token"' if sign_in is not None else REFUSED_REALM
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -73,9 +79,8 @@ class McpGate:
         listening = scope["method"] == "GET"
         if not listening:  # counted from the start: a token check is part of the request a drain waits for
             self.lifecycle.in_flight += 1
-        client = scope.get("client")  # the socket's peer, or what a trusted proxy says (--trusted-proxy)
         try:
-            refusal = await self._refusal(Headers(scope=scope), client[0] if client else None)
+            refusal = await self._refusal(Headers(scope=scope), scope)
             if refusal is not None:
                 status, body, extra = refusal
                 await _respond(send, status, body, extra)
@@ -114,8 +119,7 @@ class McpGate:
         if open_body:  # ended by the drain, not by the client
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _refusal(self, headers: Headers,
-                       address: str | None) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
+    async def _refusal(self, headers: Headers, scope: Scope) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
         if refused is not None:
             kind = "forbidden" if refused.status == 403 else "misdirected"
@@ -137,9 +141,14 @@ class McpGate:
         token = bearer_token(headers)
         if token is None:
             return 401, _error("unauthorized", 401, "this server needs your own API token with each request",
-                               TOKEN_HINT), {"WWW-Authenticate": REALM}
+                               TOKEN_HINT), {"WWW-Authenticate": self.realm}
+        client = scope.get("client")  # the socket's peer, or what a trusted proxy says (--trusted-proxy)
+        address = client[0] if client else None
+        transport = self.server.state.transport
         try:
-            accepted = await self.verdicts.accepted(self.server.state.transport, token, address)
+            if self.sign_in is not None and self.sign_in.owns(token):
+                return await self.sign_in.admit(scope, token, transport, self.verdicts, address)
+            accepted = await self.verdicts.accepted(transport, token, address)
         except OverBudget as exc:
             wait = max(1, math.ceil(exc.retry_after))
             return 429, _error("rate_limited", 429, "too many unknown API tokens from this address (or from everyone) "
@@ -149,7 +158,7 @@ class McpGate:
         if not accepted:
             return 401, _error("unauthorized", 401, "the service refused this API token (invalid or revoked)",
                                "Create a new token at https://codegen.com/token and send it as "
-                               "Authorization: Bearer <token>."), {"WWW-Authenticate": REFUSED_REALM}
+                               "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
         return None
 
 

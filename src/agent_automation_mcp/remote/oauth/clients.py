@@ -1,0 +1,113 @@
+"""The clients that may ask for a sign-in: registered here (RFC 7591) or described by their own URL (Client ID
+Metadata Documents, fetched by `documents.py`).
+
+A registration that never leads to a sign-in expires within the hour, so a flood of registrations leaves
+nothing behind; one that does is kept while it keeps signing in. A client secret, when a client asks for
+one, is stored only as its hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from typing import Final
+from urllib.parse import unquote
+
+from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
+from mcp.server.auth.provider import RegistrationError
+from mcp.shared.auth import OAuthClientInformationFull
+from starlette.requests import Request
+
+from .documents import MetadataDocuments, is_document_url
+from .redirects import redirect_uri_problem
+from .store import Store
+
+PENDING_CLIENT_SECONDS: Final = 3600  # a registration must lead to a sign-in within this time
+CLIENT_SECONDS: Final = 90 * 86400  # a client that signs in is kept this long after its last sign-in
+MAX_REDIRECT_URIS: Final = 10
+MAX_NAME_CHARS: Final = 200
+
+
+def _secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class Clients:
+    def __init__(self, store: Store, documents: MetadataDocuments) -> None:
+        self.store = store
+        self.documents = documents
+
+    async def get(self, client_id: str) -> OAuthClientInformationFull | None:
+        """A registered client, or the client a metadata document URL describes; None when there is none.
+        A registered client's `client_secret` holds the secret's hash."""
+        if is_document_url(client_id):
+            return await self.documents.client(client_id)
+        if len(client_id) > 100:
+            return None
+        raw = await self.store.get(f"client:{client_id}")
+        return OAuthClientInformationFull.model_validate_json(raw) if raw is not None else None
+
+    async def register(self, client: OAuthClientInformationFull) -> None:
+        check_metadata(client)
+        stored = client.model_copy(update={
+            "client_secret": _secret_hash(client.client_secret) if client.client_secret else None})
+        await self.store.put(f"client:{client.client_id}", stored.model_dump_json(exclude_none=True),
+                             PENDING_CLIENT_SECONDS)
+
+    async def signed_in(self, client_id: str) -> None:
+        """A sign-in completed: keep the registration (a metadata document client is not stored)."""
+        if is_document_url(client_id):
+            return
+        raw = await self.store.get(f"client:{client_id}")
+        if raw is not None:
+            await self.store.put(f"client:{client_id}", raw, CLIENT_SECONDS)
+
+
+def check_metadata(client: OAuthClientInformationFull) -> None:
+    """What a registration (or a metadata document) must satisfy beyond the SDK's model."""
+    uris = [str(uri) for uri in client.redirect_uris or []]
+    if not uris or len(uris) > MAX_REDIRECT_URIS:
+        raise RegistrationError("invalid_redirect_uri", f"register 1 to {MAX_REDIRECT_URIS} redirect URIs")
+    for uri in uris:
+        problem = redirect_uri_problem(uri)
+        if problem is not None:
+            raise RegistrationError("invalid_redirect_uri", problem)
+    if client.client_name is not None and len(client.client_name) > MAX_NAME_CHARS:
+        raise RegistrationError("invalid_client_metadata", f"client_name is at most {MAX_NAME_CHARS} characters")
+    if len(client.scope or "") > 1000:
+        raise RegistrationError("invalid_client_metadata", "scope is too long")
+
+
+class SecretHashAuthenticator(ClientAuthenticator):
+    """The SDK's token-endpoint client check, comparing against the stored hash of the secret instead of the secret.
+
+    Public clients (`token_endpoint_auth_method: none`, as every metadata document client is) send no secret."""
+
+    async def authenticate_request(self, request: Request) -> OAuthClientInformationFull:
+        form = await request.form()
+        client_id = form.get("client_id")
+        if not isinstance(client_id, str) or not client_id:
+            raise AuthenticationError("Missing client_id")
+        client = await self.provider.get_client(client_id)
+        if client is None:
+            raise AuthenticationError("Invalid client_id")
+        if client.token_endpoint_auth_method in (None, "none") and not client.client_secret:
+            return client
+        secret = _presented_secret(request, form.get("client_secret"), client_id)
+        if not client.client_secret or secret is None or not hmac.compare_digest(
+                client.client_secret, _secret_hash(secret)):
+            raise AuthenticationError("Invalid client_secret")
+        return client
+
+
+def _presented_secret(request: Request, posted: object, client_id: str) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.startswith("Basic "):
+        try:
+            user, _, secret = base64.b64decode(header[6:]).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return unquote(secret) if unquote(user) == client_id else None
+    return posted if isinstance(posted, str) else None

@@ -1,0 +1,137 @@
+"""`--auth oauth`: this server as the OAuth 2.1 authorization server in front of the service, assembled.
+
+`SignIn` holds the store, the keys, the clients and the grants; it gives the app its routes and the gate its
+one check of our access tokens (`admit`): a token of ours stands for a grant, and the request goes on as if it
+carried the grant's service token and organisation, so everything after the gate is the `--auth request` path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import AnyHttpUrl
+from starlette.routing import Route
+from starlette.types import Scope
+
+from ...api.transport import ApiTransport
+from ...config import RemoteSettings
+from ...headers import AUTHORIZATION, ORGANIZATION
+from ..verdicts import TokenVerdicts
+from .clients import Clients
+from .documents import MetadataDocuments
+from .endpoints import Endpoints
+from .grants import Grants, SignedIn, is_ours
+from .limits import AddressBudgets
+from .metadata import ServerMetadata
+from .redirects import is_loopback_url
+from .sealing import Sealer
+from .store import Store, StoreUnavailable, create_store
+
+logger = logging.getLogger(__name__)
+
+Refusal = tuple[int, dict[str, Any], dict[str, str]]
+
+
+class SignIn:
+    def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, signins: int,
+                 transport: Callable[[], ApiTransport | None], trusted_client_hosts: tuple[str, ...] = ()) -> None:
+        self.metadata = metadata
+        self.store = store
+        self.grants = Grants(store, sealer, metadata.resource)
+        self.clients = Clients(store, MetadataDocuments(store, trusted_client_hosts))
+        self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, AddressBudgets(store, signins),
+                                   transport)
+
+    @classmethod
+    def from_settings(cls, remote: RemoteSettings, redis_url: str | None,
+                      transport: Callable[[], ApiTransport | None]) -> SignIn:
+        public_url = cls.check(remote)
+        if remote.oauth_keys:
+            sealer = Sealer(remote.oauth_keys)
+        else:
+            logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
+                           "this process (fine on loopback; set the keys so they outlive a restart)")
+            sealer = Sealer.ephemeral()
+        return cls(ServerMetadata(public_url), create_store(redis_url), sealer, remote.oauth_signins, transport,
+                   remote.oauth_trusted_client_hosts)
+
+    @staticmethod
+    def check(remote: RemoteSettings) -> str:
+        """The public URL, once the settings `--auth oauth` needs are there; `ValueError` names what is wrong."""
+        public_url = check_public_url(remote.public_url)
+        if remote.oauth_keys:
+            Sealer(remote.oauth_keys)
+        elif not is_loopback_url(public_url):
+            raise ValueError("--auth oauth beyond loopback needs AGENT_AUTOMATION_OAUTH_KEYS (comma-separated; "
+                             "make one with: python -c 'from cryptography.fernet import Fernet; "
+                             "print(Fernet.generate_key().decode())')")
+        return public_url
+
+    @property
+    def challenge(self) -> str:
+        return self.metadata.challenge
+
+    @staticmethod
+    def owns(token: str) -> bool:
+        """Whether a bearer token is one of our access tokens (a service token is let through as in `request` mode)."""
+        return is_ours(token)
+
+    def routes(self) -> list[Route]:
+        return self.endpoints.routes()
+
+    async def admit(self, scope: Scope, token: str, transport: ApiTransport, verdicts: TokenVerdicts,
+                    address: str | None) -> Refusal | None:
+        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401, or 503
+        while the shared store does not answer)."""
+        try:
+            signed_in = await self.grants.signed_in(token)
+            if signed_in is None:
+                return _refusal(401, "this sign-in has expired or ended", self.challenge)
+            if not await verdicts.accepted(transport, signed_in.service_token, address):
+                await self.grants.end(signed_in.grant.id)
+                return _refusal(401, "the service no longer accepts the token this sign-in was made with",
+                                self.challenge)
+        except StoreUnavailable:
+            return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
+        scope["headers"] = _as_caller(scope["headers"], signed_in)
+        return None
+
+    async def close(self) -> None:
+        await self.store.close()
+
+
+def _refusal(status: int, message: str, challenge: str) -> Refusal:
+    if status == 503:
+        return status, {"error": {"kind": "unavailable", "status": 503, "message": message,
+                                  "hint": "Send the request again in a few seconds."}}, {"Retry-After": "5"}
+    error = {"kind": "unauthorized", "status": 401, "message": message,
+             "hint": "Sign in again: your MCP client does so when it sees this answer."}
+    return 401, {"error": error}, {"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
+
+
+def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[tuple[bytes, bytes]]:
+    """The request's headers with the grant's service token and organisation in place of what the client sent."""
+    kept = [(name, value) for name, value in headers if name.lower() not in (AUTHORIZATION.encode(),
+                                                                             ORGANIZATION.encode())]
+    kept.append((AUTHORIZATION.encode(), f"Bearer {signed_in.service_token}".encode()))
+    if signed_in.grant.org_id is not None:
+        kept.append((ORGANIZATION.encode(), str(signed_in.grant.org_id).encode()))
+    return kept
+
+
+def check_public_url(value: str | None) -> str:
+    """The public URL as an origin without a trailing slash; `ValueError` says what is wrong."""
+    if not value:
+        raise ValueError("--auth oauth needs --public-url (AGENT_AUTOMATION_PUBLIC_URL): the address clients use, "
+                         "e.g. https://mcp.example.com")
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment \
+            or parts.path.strip("/") or parts.username or parts.password:
+        raise ValueError(f"--public-url must be a scheme and host (and port), like https://mcp.example.com; got "
+                         f"{value!r}")
+    if parts.scheme == "http" and not is_loopback_url(value):
+        raise ValueError("--public-url must be https beyond loopback (http only on 127.0.0.1, [::1], localhost)")
+    return str(AnyHttpUrl(f"{parts.scheme}://{parts.netloc}")).rstrip("/")  # as the metadata will render it

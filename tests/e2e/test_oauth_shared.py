@@ -1,0 +1,200 @@
+"""Sign-in across replicas: two servers sharing a redis-server behind a round-robin balancer (Debian's haproxy).
+
+The SDK's OAuth client signs in through the balancer, by Dynamic Client Registration and by a Client ID Metadata
+Document (served over https on loopback with a certificate made for the test; the servers trust it through
+`SSL_CERT_FILE`, and `AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS` names that one loopback host:port, the only way
+a private address is ever fetched). Any replica honours what another issued, and a revocation holds on both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from loopback_tls import DocumentServer, make_certificate
+from mcp.shared.auth import OAuthToken
+from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client
+from redis import Redis
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.state import token_hash
+from pacing.redis_server import RedisServer
+
+ALICE, CAROL = "tok-alice-org1", "tok-carol-both"  # Carol signs in by the browser test
+KEYS = f"{Fernet.generate_key().decode()},{Fernet.generate_key().decode()}"
+CIMD_PATH = "/oauth/client.json"
+
+
+def _binary(name: str) -> str:
+    binary = shutil.which(name)
+    if binary is None:
+        pytest.skip(f"{name} is not installed (Debian: apt-get install {name})")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer(_binary("redis-server"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SandboxServer]:
+    config = SandboxConfig(tokens=(ALICE, CAROL), visible_orgs=2, token_orgs={ALICE: (1,)},
+                           rate_limits=parse_rate_limits(RATE_LIMITS))
+    with SandboxServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DocumentServer, Path]]:
+    cert, key = make_certificate(tmp_path_factory.mktemp("tls"))
+    served: dict[str, object] = {}
+    server = DocumentServer(cert, key, served)
+    served[CIMD_PATH] = {"client_id": server.url(CIMD_PATH), "client_name": "Metadata Document Client",
+                         "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none",
+                         "grant_types": ["authorization_code", "refresh_token"]}
+    yield server, cert
+    server.stop()
+
+
+class Cluster:
+    """Two replicas on one Redis and one public URL, and haproxy sending requests to them in turn."""
+
+    def __init__(self, sandbox: SandboxServer, redis_url: str, cert: Path, trusted: str, work: Path) -> None:
+        self.port = free_port()
+        self.origin = f"http://127.0.0.1:{self.port}"
+        env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
+                        AGENT_AUTOMATION_REDIS_URL=redis_url, AGENT_AUTOMATION_OAUTH_KEYS=KEYS,
+                        AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE="200", SSL_CERT_FILE=str(cert),
+                        AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS=trusted)
+        args = ("--auth", "oauth", "--public-url", self.origin, "--allowed-host", f"127.0.0.1:{self.port}")
+        self.replicas = [HttpServer(env, *args), HttpServer(env, *args)]
+        config = work / "haproxy.cfg"
+        config.write_text("\n".join([
+            "global", "  maxconn 256", "defaults", "  mode http", "  timeout connect 5s", "  timeout client 120s",
+            "  timeout server 120s", "frontend mcp", f"  bind 127.0.0.1:{self.port}", "  default_backend replicas",
+            "backend replicas", "  balance roundrobin", "  option http-server-close",
+            "  http-response set-header X-Replica %s",
+            *(f"  server r{i} 127.0.0.1:{replica.port}" for i, replica in enumerate(self.replicas)), ""]))
+        self.balancer = HttpServer({}, port=self.port, command=[_binary("haproxy"), "-db", "-f", str(config)])
+
+    @property
+    def url(self) -> str:
+        return f"{self.origin}/mcp"
+
+    def stop(self) -> list[str]:
+        self.balancer.stop()
+        return [replica.stop() for replica in self.replicas]
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox: SandboxServer, redis_server: RedisServer, documents: tuple[DocumentServer, Path],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    server, cert = documents
+    cluster = Cluster(sandbox, redis_server.url, cert, f"127.0.0.1:{server.port}", tmp_path_factory.mktemp("lb"))
+    yield cluster
+    for stderr in cluster.stop():
+        assert ALICE not in stderr and CAROL not in stderr and "aamcp_at_" not in stderr
+
+
+def test_the_balancer_sends_requests_to_both_replicas(cluster: Cluster) -> None:
+    flow = RawFlow(cluster.origin)
+    served = {flow.http.get(f"{cluster.origin}/healthz").headers["x-replica"] for _ in range(4)}
+    assert served == {"r0", "r1"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("registration", ["dcr", "cimd"])
+async def test_the_sdk_client_signs_in_through_the_balancer(cluster: Cluster, sandbox: SandboxServer,
+                                                            documents: tuple[DocumentServer, Path],
+                                                            registration: str) -> None:
+    server = documents[0]
+    metadata_url = server.url(CIMD_PATH) if registration == "cimd" else None
+    person, storage = Person(ALICE), MemoryTokens()
+    client, provider = oauth_client(cluster.url, person, storage, client_metadata_url=metadata_url)
+    async with client:
+        for _ in range(4):  # both replicas serve calls made with the one access token
+            assert not (await client.call_tool("list_users", {})).is_error
+        assert sandbox.state.request_log[-1].token_hash == token_hash(ALICE)
+        if registration == "cimd":
+            assert storage.client is not None and storage.client.client_id == metadata_url
+            assert "Metadata Document Client</strong> (described by <strong>127.0.0.1:" in person.pages[0]
+            assert CIMD_PATH in server.fetched
+        first = storage.tokens
+        provider.context.token_expiry_time = time.time() - 1
+        assert not (await client.call_tool("list_users", {})).is_error
+        assert storage.tokens is not None and storage.tokens.access_token != (first or OAuthToken(
+            access_token="")).access_token
+    flow = RawFlow(cluster.origin)
+    assert storage.client is not None and storage.tokens is not None
+    assert flow.revoke(storage.tokens.access_token, storage.client.client_id).status_code == 200
+    for replica in cluster.replicas:  # the revocation holds on both at once
+        assert flow.mcp_status(storage.tokens.access_token, replica.origin).status_code == 401
+
+
+def test_a_token_issued_by_one_replica_works_on_the_other(cluster: Cluster) -> None:
+    first, second = (RawFlow(replica.origin) for replica in cluster.replicas)
+    client_id = first.register()
+    code, verifier = first.code(client_id, ALICE)  # consent on the first
+    tokens = second.exchange(client_id, code, verifier).json()  # code spent on the second
+    assert first.mcp_status(tokens["access_token"]).status_code == 200
+    assert second.mcp_status(tokens["access_token"]).status_code == 200
+    refreshed = first.refresh(client_id, tokens["refresh_token"]).json()
+    replay = second.refresh(client_id, tokens["refresh_token"])  # the spent token, on the other replica
+    assert replay.json()["error"] == "invalid_grant"
+    assert first.mcp_status(refreshed["access_token"]).status_code == 401
+
+
+def test_tokens_are_stored_hashed_expire_within_the_hour_and_refuse_when_expired(
+        cluster: Cluster, redis_server: RedisServer) -> None:
+    flow = RawFlow(cluster.origin)
+    client_id = flow.register()
+    tokens = flow.tokens(client_id, ALICE)
+    redis = Redis.from_url(redis_server.url, decode_responses=True)
+    stored = {key: redis.get(key) or "" for key in redis.scan_iter("aamcp:oauth:*") if redis.type(key) == "string"}
+    assert all(ALICE not in key + value and tokens["access_token"] not in key + value and
+               tokens["refresh_token"] not in key + value for key, value in stored.items())
+    access_key = f"aamcp:oauth:at:{hashlib.sha256(tokens['access_token'].encode()).hexdigest()}"
+    assert 3_590_000 < redis.pttl(access_key) <= 3_600_000
+    redis.pexpire(access_key, 1)  # the hour passes
+    time.sleep(0.05)
+    assert flow.mcp_status(tokens["access_token"]).status_code == 401
+
+
+def test_a_token_for_another_resource_is_refused_by_it(cluster: Cluster, sandbox: SandboxServer,
+                                                       redis_server: RedisServer) -> None:
+    """Another deployment on the same Redis (another public URL, so another resource) honours none of these."""
+    tokens = RawFlow(cluster.origin).tokens(RawFlow(cluster.origin).register(), ALICE)
+    port = free_port()
+    other = HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_REDIS_URL=redis_server.url,
+                                 AGENT_AUTOMATION_OAUTH_KEYS=KEYS),
+                       "--auth", "oauth", "--public-url", f"http://localhost:{port}", port=port)
+    try:
+        assert RawFlow(other.origin).mcp_status(tokens["access_token"]).status_code == 401
+    finally:
+        other.stop()
+
+
+def test_while_redis_is_down_sign_ins_answer_503_and_come_back_after(cluster: Cluster,
+                                                                      redis_server: RedisServer) -> None:
+    flow = RawFlow(cluster.origin)
+    tokens = flow.tokens(flow.register(), ALICE)
+    redis_server.stop()
+    try:
+        refused = flow.mcp_status(tokens["access_token"])
+        assert refused.status_code == 503 and refused.json()["error"]["kind"] == "unavailable"
+        assert flow.http.post(f"{cluster.origin}/register", json={"redirect_uris": [REDIRECT_URI]}).status_code == 503
+        assert flow.mcp_status(ALICE).status_code == 200  # a plain service token needs no store
+    finally:
+        redis_server.start()
+    flow.tokens(flow.register(), ALICE)  # sign-in works again (what Redis held is gone: it kept no copy on disk)
