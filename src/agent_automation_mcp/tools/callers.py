@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 from mcp.server.mcpserver import Context
 
@@ -21,10 +21,8 @@ from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError, RateLimitError
 from ..api.transport import ApiTransport
 from ..caching import ExpiringCache
+from ..config import ServerSettings
 from ..headers import HeaderError, bearer_token, organization_id
-
-if TYPE_CHECKING:  # config reads the toolsets, whose tools call through this module
-    from ..config import ServerSettings
 
 CALL_SECONDS: Final = 45.0  # every call answers well before the 60 s most MCP clients wait
 ORG_CACHE_SECONDS: Final = 300.0
