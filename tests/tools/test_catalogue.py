@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sandboxed import connected
 
+from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.sandbox import SandboxConfig
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 from catalogue import CASES
@@ -42,3 +43,22 @@ async def test_each_call_succeeds_and_sends_exactly_its_requests() -> None:
             sent[case.name] = tuple(record.operation for record in sandbox.request_log)
     assert sent == {case.name: case.sends for case in CASES}
 
+
+
+@pytest.mark.anyio
+async def test_without_an_organisation_only_requests_that_need_one_look_it_up() -> None:
+    """The operation table says which operations need an organisation: a tool sending none of them (the
+    token's organisations, its own user) sends nothing more; the others find the token's only one first."""
+    config = SandboxConfig(run_seconds=0.0)
+    async with connected(config, org=False, rate_limits=LIMITS, toolsets=TOOLSETS) as (client, sandbox):
+        needing = {case.name: any(OPERATIONS[op].needs_org for op in case.sends) for case in CASES}
+        for case in sorted(CASES, key=lambda c: needing[c.name]):  # before the organisation is cached
+            sandbox.request_log.clear()
+            result = await client.call_tool(case.name, case.call)
+            assert not result.is_error, (case.name, result.content[0].text)
+            sent = tuple(record.operation for record in sandbox.request_log)
+            if needing[case.name]:
+                assert sent in (case.sends, ("list_organizations", *case.sends)), case.name
+            else:
+                assert sent == case.sends, case.name
+    assert not OPERATIONS["get_current_user"].needs_org and OPERATIONS["get_oauth_token_status"].needs_org

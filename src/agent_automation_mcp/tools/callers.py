@@ -155,11 +155,10 @@ def state_of(ctx: Context[Any, Any]) -> ServerState:
     return ctx.request_context.lifespan_context
 
 
-async def client_for(ctx: Context[Any, Any], seconds: float = CALL_SECONDS, *,
-                     needs_org: bool = True) -> AgentAutomationClient:
-    """A client for this call's caller, with a deadline `seconds` from now and the organisation resolved."""
+async def client_for(ctx: Context[Any, Any], seconds: float = CALL_SECONDS) -> AgentAutomationClient:
+    """A client for this call's caller, with a deadline `seconds` from now. Without a configured organisation
+    it finds one (`OrganizationCache`) at the first request whose operation needs one, as the table says."""
     state = state_of(ctx)
-    client = AgentAutomationClient(state.transport, state.callers.credentials(ctx)).within(seconds)
-    if needs_org and client.credentials.org_id is None:
-        client = client.for_org(await state.organizations.resolve(client, state.callers.organization_hint))
-    return client
+    organizations, hint = state.organizations, state.callers.organization_hint
+    return AgentAutomationClient(state.transport, state.callers.credentials(ctx),
+                                 organization=lambda client: organizations.resolve(client, hint)).within(seconds)
