@@ -23,7 +23,7 @@ from agent_automation_mcp.tools.registry import (
     all_tools,
     select_tools,
 )
-from catalogue import BY_NAME, CASES
+from catalogue import CASES
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 BUDGET_TOKENS = 5000
@@ -32,6 +32,7 @@ BUDGET_TOKENS = 5000
 EXPECTED = {toolset: [case.name for case in CASES if case.toolset == toolset]
             for toolset in dict.fromkeys(case.toolset for case in CASES)}
 DESTRUCTIVE = {case.name for case in CASES if case.destructive}
+
 
 def _wire(tools: list[Any]) -> list[dict[str, Any]]:
     return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
@@ -71,7 +72,7 @@ async def test_listed_annotations_come_from_the_operation_table() -> None:
     for spec in all_tools():
         ops = [OPERATIONS[op] for op in spec.operations]
         hints = listed[spec.name]["annotations"]
-        assert hints["readOnlyHint"] is all(op.read_only for op in ops) is BY_NAME[spec.name].read_only, spec.name
+        assert hints["readOnlyHint"] is all(op.read_only for op in ops), spec.name
         assert hints["openWorldHint"] is True
         if hints["readOnlyHint"]:
             assert "destructiveHint" not in hints and "idempotentHint" not in hints
