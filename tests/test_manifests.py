@@ -177,6 +177,8 @@ def test_server_json_remote_is_streamable_http_and_signs_in_with_oauth() -> None
 # --- the README ---------------------------------------------------------------------------------------------
 
 README: Final = (ROOT / "README.md").read_text()
+# What a reader is told: the README and the pages under docs/ it points to (install ways, remote, tools).
+DOCS: Final = "\n".join([README, *(path.read_text() for path in sorted((ROOT / "docs").glob("*.md")))])
 
 
 def test_readme_keeps_its_first_two_lines_and_names_the_server_for_the_registry() -> None:
@@ -188,7 +190,7 @@ def test_readme_keeps_its_first_two_lines_and_names_the_server_for_the_registry(
 
 
 def test_readme_and_manifests_name_one_image_tag_the_package_version() -> None:
-    texts = [README, *(path.read_text(errors="replace") for path in MANIFESTS.rglob("*") if path.is_file())]
+    texts = [DOCS, *(path.read_text(errors="replace") for path in MANIFESTS.rglob("*") if path.is_file())]
     tags = {tag for text in texts for tag in re.findall(rf"ghcr\.io/[\w-]+/{PACKAGE}:([\w.-]+)", text)}
     assert tags == {VERSION}
     owner_of = rf"(?:github\.com/|github\.|ghcr\.io/)([\w-]+)/{PACKAGE}\b"
@@ -197,7 +199,7 @@ def test_readme_and_manifests_name_one_image_tag_the_package_version() -> None:
 
 
 def _claude_code_lines() -> list[list[str]]:
-    joined = README.replace("\\\n", " ")
+    joined = DOCS.replace("\\\n", " ")
     return [shlex.split(line) for line in joined.splitlines() if line.startswith("claude mcp add ")]
 
 
@@ -264,7 +266,7 @@ def test_client_config_has_the_clients_shape_a_stdio_launch_and_the_remote_url(f
 
 
 def test_client_configs_in_the_readme_have_a_clients_shape_and_launch_the_server() -> None:
-    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", README, re.S)
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", DOCS, re.S)
               if '"mcpServers"' in block or '"servers"' in block]
     assert len(blocks) >= 6
     for config in blocks:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .api.settings import first_set, number_setting, parse_flag
-from .tools.registry import DEFAULT_TOOLSETS, parse_toolsets
+from .toolsets import DEFAULT_TOOLSETS, parse_toolsets
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -30,6 +30,7 @@ from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
+from .sdk_seams import drop_methods, serve_list_tools
 from .tools.callers import (
     CALL_SECONDS,
     SLOT_RESERVE_SECONDS,
@@ -124,11 +125,9 @@ class AgentAutomationServer(MCPServer[ServerState]):
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing],
                          request_state_security=continuation_security(state_keys))
-        # Capabilities follow the handlers registered; this server has no resources or prompts, so it does not
-        # answer (or advertise) their methods. The SDK has no public way to leave them out.
-        handlers = self._lowlevel_server._request_handlers
-        for method in [m for m in handlers if m.startswith(("resources/", "prompts/"))]:
-            del handlers[method]
+        # This server has no resources or prompts: it neither answers nor advertises their methods.
+        drop_methods(self, "resources/", "prompts/")
+        serve_list_tools(self, self._list_offered_tools)
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
                           annotations=spec.annotations, structured_output=True)
@@ -156,9 +155,9 @@ class AgentAutomationServer(MCPServer[ServerState]):
             self.listings.put(key, wire, math.inf)
         return wire
 
-    async def _handle_list_tools(self, ctx: ServerRequestContext[ServerState],
-                                 params: PaginatedRequestParams | None) -> ListToolsResult:
-        # The SDK's handler, with the request's context, which `list_tools` does not get: listing may be narrowed.
+    async def _list_offered_tools(self, ctx: ServerRequestContext[Any],
+                                  params: PaginatedRequestParams | None) -> ListToolsResult:
+        """`tools/list` with the request's context, which `list_tools` does not get: listing may be narrowed."""
         offered = self._offered_to(getattr(ctx.request, "headers", None))
         return ListToolsResult(tools=[tool for tool in await self.list_tools() if tool.name in offered])
 

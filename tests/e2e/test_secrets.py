@@ -13,26 +13,15 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import stdio_client
 from mcp.types import ElicitRequestParams, ElicitResult
-from scenario import LONG_RUN, PR_ID, REPO_ID, RUN_WITH_PR, SANDBOX_ID, call_every_tool
+from scenario import call_every_tool
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from catalogue import calls
 
 SECRET: Final = "tok-secrets-scan-7d1c0ffee42"
 # Each tool once more, with arguments that reach the service, while it fails in every way it can.
-CALLS: Final[dict[str, dict[str, Any]]] = {
-    "create_agent_run": {"prompt": "x", "repo_id": REPO_ID}, "get_agent_run": {"agent_run_id": RUN_WITH_PR},
-    "list_agent_runs": {}, "resume_agent_run": {"agent_run_id": RUN_WITH_PR, "prompt": "x"},
-    "get_agent_run_logs": {"agent_run_id": LONG_RUN}, "ban_checks": {"agent_run_id": RUN_WITH_PR},
-    "unban_checks": {"agent_run_id": RUN_WITH_PR}, "remove_from_pull_request": {"agent_run_id": RUN_WITH_PR},
-    "edit_pull_request": {"pr_id": PR_ID, "state": "open"}, "get_check_suite_settings": {"repo_id": REPO_ID},
-    "update_check_suite_settings": {"repo_id": REPO_ID, "check_retry_count": 2}, "list_organizations": {},
-    "list_users": {}, "get_user": {}, "list_repositories": {}, "list_integrations": {}, "list_models": {},
-    "generate_setup_commands": {"repo_id": REPO_ID}, "analyze_sandbox_logs": {"sandbox_id": SANDBOX_ID},
-    "get_oauth_token_status": {}, "revoke_oauth_tokens": {"provider": "github"}, "get_webhook": {},
-    "set_webhook": {"url": "https://example.com/hook"}, "delete_webhook": {},
-    "test_webhook": {"url": "https://example.com/hook"},
-}
+CALLS: Final = calls()
 FAULTS: Final = ({"error_rate": 1.0}, {"drop_rate": 1.0}, {"malformed_rate": 1.0}, {"redirect_rate": 1.0},
                  {"empty_rate": 1.0})  # 429s are in tests/tools/test_write_faults.py: each costs seconds of waiting
 

@@ -8,9 +8,10 @@ import anyio
 import pytest
 from harness import MODES, clean_env, error_of, sandbox_env, stdio_server
 from mcp import Client, MCPError
-from scenario import LONG_RUN, REPO_ID, check_every_tool
+from scenario import check_every_tool
 
 from agent_automation_mcp.sandbox import SandboxServer
+from catalogue import CASES, LONG_RUN, REPO_ID
 
 
 @pytest.mark.anyio
@@ -84,15 +85,15 @@ async def test_read_only_ceiling_and_toolsets_hold_at_list_and_call_time(sandbox
     env = sandbox_env(sandbox, AGENT_AUTOMATION_READ_ONLY="1")
     async with Client(stdio_server(env, "--toolsets", "runs,logs,oauth"), mode=mode) as client:
         listed = {tool.name for tool in (await client.list_tools()).tools}
-        assert listed == {"get_agent_run", "list_agent_runs", "get_agent_run_logs", "get_oauth_token_status"}
+        offered = [c for c in CASES if c.toolset in ("runs", "logs", "oauth") and c.read_only]
+        assert listed == {c.name for c in offered} >= {"get_agent_run_logs", "get_oauth_token_status"}
         assert client.instructions and "get_agent_run_logs" in client.instructions
         assert "create_agent_run" not in client.instructions  # the guide names only tools on offer
-        refused: dict[str, dict[str, Any]] = {"create_agent_run": {"prompt": "x"}, "ban_checks": {"agent_run_id": 1},
-                                              "revoke_oauth_tokens": {"provider": "github"}, "list_models": {}}
-        for name, arguments in refused.items():
-            with pytest.raises(MCPError) as caught:
-                await client.call_tool(name, arguments)
-            assert caught.value.error.code == -32602, name
+        for case in CASES:  # the rest are refused as unknown, before anything is sent
+            if case not in offered:
+                with pytest.raises(MCPError) as caught:
+                    await client.call_tool(case.name, case.call)
+                assert caught.value.error.code == -32602, case.name
         assert not (await client.call_tool("list_agent_runs", {"limit": 1})).is_error
 
 
@@ -100,7 +101,7 @@ async def test_read_only_ceiling_and_toolsets_hold_at_list_and_call_time(sandbox
 @pytest.mark.parametrize("mode", MODES)
 async def test_without_a_token_tools_are_listed_and_calls_say_how_to_set_it(mode: str) -> None:
     async with Client(stdio_server(clean_env()), mode=mode) as client:
-        assert len((await client.list_tools()).tools) == 19
+        assert [t.name for t in (await client.list_tools()).tools] == [c.name for c in CASES if c.default]
         error = error_of(await client.call_tool("list_repositories", {}))
     assert error["kind"] == "configuration" and error["status"] is None
     assert "AGENT_AUTOMATION_API_TOKEN" in error["hint"] and "--sandbox" in error["hint"]

@@ -14,9 +14,6 @@ from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 
-LONG_RUN = 409
-REPO_ID = 201
-
 
 @asynccontextmanager
 async def connected(config: SandboxConfig | None = None, *, org: bool = True, rate_limits: str | None = None,

@@ -8,11 +8,12 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from sandboxed import LONG_RUN, REPO_ID, connected
+from sandboxed import connected
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig
 from agent_automation_mcp.tools import logs, runs
+from catalogue import LONG_RUN, REPO_ID
 
 
 @pytest.mark.anyio

@@ -16,16 +16,12 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+from agent_automation_mcp.tools.registry import TOOLSETS
+from catalogue import BY_NAME, CASES, calls
 
 MODES: Final = ("auto", "legacy")  # 2026-07-28 (input-required rounds) and 2025-11-25 (a request mid-call)
 LIMITS: Final = "standard=10000/1s,pr_edit=10000/1s"
-DESTRUCTIVE: Final[dict[str, dict[str, Any]]] = {
-    "ban_checks": {"agent_run_id": 401}, "remove_from_pull_request": {"agent_run_id": 401},
-    "edit_pull_request": {"pr_id": 301, "state": "closed"}, "revoke_oauth_tokens": {"provider": "github"},
-    "delete_webhook": {},
-}
-
+DESTRUCTIVE: Final = calls([case for case in CASES if case.asks_first])
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[SandboxServer]:
@@ -55,13 +51,9 @@ async def server(sandbox: SandboxServer) -> AsyncIterator[Any]:
 
 def _sent(sandbox: SandboxServer, tool: str, *, writes_only: bool = False) -> int:
     """Requests of the tool's operations (only its writes: a tool may read first, e.g. to match a name)."""
-    (spec,) = [spec for spec in all_tools() if spec.name == tool]
-    return sum(1 for record in sandbox.request_log if record.operation in spec.operations
+    operations = BY_NAME[tool].sends
+    return sum(1 for record in sandbox.request_log if record.operation in operations
                and not (writes_only and OPERATIONS[record.operation].read_only))
-
-
-def test_every_destructive_tool_is_covered() -> None:
-    assert set(DESTRUCTIVE) == {spec.name for spec in all_tools() if spec.destructive}
 
 
 @pytest.mark.anyio

@@ -14,24 +14,12 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.errors import error_result
-from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+from agent_automation_mcp.tools.registry import TOOLSETS
+from catalogue import CASES, calls
 
 SECRET = "tok-never-shown-0123456789"
 
-# Smallest valid arguments for each tool.
-ARGUMENTS: dict[str, dict[str, Any]] = {
-    "create_agent_run": {"prompt": "x"}, "get_agent_run": {"agent_run_id": 1}, "list_agent_runs": {},
-    "resume_agent_run": {"agent_run_id": 1, "prompt": "x"}, "get_agent_run_logs": {"agent_run_id": 1},
-    "ban_checks": {"agent_run_id": 1}, "unban_checks": {"agent_run_id": 1},
-    "remove_from_pull_request": {"agent_run_id": 1}, "edit_pull_request": {"pr_id": 1, "state": "open"},
-    "get_check_suite_settings": {"repo_id": 1}, "update_check_suite_settings": {"repo_id": 1, "check_retry_count": 2},
-    "list_organizations": {}, "list_users": {}, "get_user": {}, "list_repositories": {}, "list_integrations": {},
-    "list_models": {}, "generate_setup_commands": {"repo_id": 1}, "analyze_sandbox_logs": {"sandbox_id": 1},
-    "get_oauth_token_status": {}, "revoke_oauth_tokens": {"provider": "github"}, "get_webhook": {},
-    "set_webhook": {"url": "https://example.com/hook"}, "delete_webhook": {},
-    "test_webhook": {"url": "https://example.com/hook"},
-}
-
+ARGUMENTS = calls()  # a valid call of each tool
 
 def _closed_port_url() -> str:
     with socket.socket() as sock:
@@ -48,10 +36,6 @@ def _assert_error_shape(result: Any, kind: str) -> dict[str, Any]:
     assert len(result.content) == 1 and "\n" not in result.content[0].text
     assert kind in result.content[0].text
     return error
-
-
-def test_arguments_table_covers_every_tool() -> None:
-    assert set(ARGUMENTS) == {spec.name for spec in all_tools()}
 
 
 @pytest.mark.anyio
@@ -124,10 +108,10 @@ def test_every_string_and_list_argument_has_a_bound() -> None:
                 found.append(where)
         return found + [w for key, value in schema.items() for w in unbounded(value, f"{where}.{key}")]
 
-    for spec in all_tools():
-        server = build_server(ApiSettings(), ServerSettings(toolsets=TOOLSETS))
-        (tool,) = [t for t in server._tool_manager.list_tools() if t.name == spec.name]
-        assert unbounded(tool.parameters, spec.name) == [], spec.name
+    server = build_server(ApiSettings(), ServerSettings(toolsets=TOOLSETS))
+    parameters = {tool.name: tool.parameters for tool in server._tool_manager.list_tools()}
+    for case in CASES:
+        assert unbounded(parameters[case.name], case.name) == [], case.name
 
 
 @pytest.mark.anyio
@@ -166,9 +150,9 @@ async def test_unknown_and_filtered_tools_are_protocol_errors() -> None:
     server = build_server(ApiSettings(token=SECRET, org_id=1), ServerSettings(toolsets=("runs", "oauth"),
                                                                               read_only=True))
     async with Client(server) as client:
-        assert {t.name for t in (await client.list_tools()).tools} == {"get_agent_run", "list_agent_runs",
-                                                                         "get_oauth_token_status"}
-        for name in ("no_such_tool", "create_agent_run", "revoke_oauth_tokens", "get_agent_run_logs"):
+        listed = {t.name for t in (await client.list_tools()).tools}
+        assert listed == {c.name for c in CASES if c.toolset in ("runs", "oauth") and c.read_only}
+        for name in ["no_such_tool", *(case.name for case in CASES if case.name not in listed)]:
             with pytest.raises(MCPError) as caught:
                 await client.call_tool(name, ARGUMENTS.get(name, {}))
             assert caught.value.error.code == -32602

@@ -18,7 +18,8 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+from agent_automation_mcp.tools.registry import TOOLSETS
+from catalogue import CASES
 
 LIMITS: Final = ",".join(f"{bucket}=100000/1s" for bucket in (
     "standard", "agent_creation", "setup_commands", "log_analysis", "logs", "pr_edit", "webhook_test"))
@@ -36,7 +37,7 @@ def session() -> Iterator[tuple[SandboxServer, BlockingPortal, Client, dict[str,
             yield sandbox, portal, client, schemas
 
 
-@pytest.mark.parametrize("tool", [spec.name for spec in all_tools()])
+@pytest.mark.parametrize("tool", [case.name for case in CASES])
 def test_any_arguments_get_a_result_or_an_error_in_the_one_shape(
         session: tuple[SandboxServer, BlockingPortal, Client, dict[str, Any]], tool: str) -> None:
     sandbox, portal, client, schemas = session

@@ -23,23 +23,15 @@ from agent_automation_mcp.tools.registry import (
     all_tools,
     select_tools,
 )
+from catalogue import CASES
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 BUDGET_TOKENS = 4000
 
-# The issue fixes these names and groups; users' prompts and configurations name them.
-EXPECTED = {
-    "runs": ["create_agent_run", "get_agent_run", "list_agent_runs", "resume_agent_run"],
-    "logs": ["get_agent_run_logs"],
-    "checks": ["ban_checks", "unban_checks", "remove_from_pull_request"],
-    "pulls": ["edit_pull_request"],
-    "settings": ["get_check_suite_settings", "update_check_suite_settings"],
-    "org": ["list_organizations", "list_users", "get_user", "list_repositories", "list_integrations", "list_models"],
-    "setup": ["generate_setup_commands", "analyze_sandbox_logs"],
-    "oauth": ["get_oauth_token_status", "revoke_oauth_tokens"],
-    "webhooks": ["get_webhook", "set_webhook", "delete_webhook", "test_webhook"],
-}
-DESTRUCTIVE = {"ban_checks", "remove_from_pull_request", "edit_pull_request", "revoke_oauth_tokens", "delete_webhook"}
+# The names and groups are public (users' prompts and configurations name them): `tests/catalogue.py` pins them.
+EXPECTED = {toolset: [case.name for case in CASES if case.toolset == toolset]
+            for toolset in dict.fromkeys(case.toolset for case in CASES)}
+DESTRUCTIVE = {case.name for case in CASES if case.destructive}
 
 
 def _wire(tools: list[Any]) -> list[dict[str, Any]]:
@@ -57,7 +49,8 @@ def test_names_and_toolsets_are_exactly_the_issues() -> None:
         grouped.setdefault(spec.toolset, []).append(spec.name)
     assert grouped == EXPECTED
     assert tuple(EXPECTED) == TOOLSETS
-    assert tuple(t for t in TOOLSETS if t not in {"oauth", "webhooks"}) == DEFAULT_TOOLSETS
+    assert tuple(dict.fromkeys(case.toolset for case in CASES if case.default)) == DEFAULT_TOOLSETS
+    assert set(TOOLSETS) - set(DEFAULT_TOOLSETS) == {"oauth", "webhooks"}
 
 
 def test_every_operation_reaches_a_tool_or_is_excluded_with_a_reason() -> None:
@@ -95,9 +88,7 @@ async def test_listed_annotations_come_from_the_operation_table() -> None:
 
 def test_read_only_ceiling_and_toolset_filter() -> None:
     read_only = select_tools(ServerSettings(toolsets=TOOLSETS, read_only=True))
-    assert read_only and all(spec.read_only for spec in read_only)
-    assert {s.name for s in read_only} >= {"get_agent_run", "get_agent_run_logs", "get_webhook", "list_models"}
-    assert not {s.name for s in read_only} & {"create_agent_run", "ban_checks", "revoke_oauth_tokens"}
+    assert [s.name for s in read_only] == [case.name for case in CASES if case.read_only]
     logs_only = select_tools(ServerSettings(toolsets=("logs",)))
     assert [s.name for s in logs_only] == ["get_agent_run_logs"]
     assert "revoke_oauth_tokens" not in {s.name for s in select_tools(ServerSettings())}
@@ -126,6 +117,7 @@ async def test_tool_schemas_match_the_snapshots() -> None:
         SNAPSHOTS.mkdir(exist_ok=True)
         for stale in SNAPSHOTS.glob("*.json"):
             stale.unlink()
+    assert [tool["name"] for tool in tools] == [case.name for case in CASES]
     for tool in tools:
         path = SNAPSHOTS / f"{tool['name']}.json"
         text = json.dumps(tool, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

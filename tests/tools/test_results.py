@@ -6,7 +6,9 @@ from datetime import datetime
 from urllib.parse import parse_qs
 
 import pytest
-from sandboxed import LONG_RUN, connected
+from sandboxed import connected
+
+from catalogue import LONG_RUN
 
 RUN_WITH_PR, PR_ID = 401, 301  # the sandbox's finished run with an open pull request on sandbox-org/web-app
 

@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 import pytest
-from sandboxed import LONG_RUN, connected
+from sandboxed import connected
 
 from agent_automation_mcp.tools.logs import TRACE_LEGEND, render_trace
+from catalogue import LONG_RUN
 
 SHORT = {"tool_input": "in", "tool_output": "out", "observation": "obs"}
 

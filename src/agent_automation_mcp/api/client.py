@@ -10,7 +10,7 @@ import functools
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import BeforeValidator, ValidationError, validate_call
@@ -36,7 +36,7 @@ from .models import (
     WebhookConfig,
     WebhookOverride,
 )
-from .operations import OPERATIONS
+from .operations import OPERATIONS, Operation
 from .params import (
     AgentType,
     CardOrderId,
@@ -104,19 +104,29 @@ class AgentAutomationClient:
     deadline: float | None = None
     bulk: bool = False
 
+    # When the credentials name no organisation: finds the one to use, at the first request that needs one.
+    organization: Callable[[AgentAutomationClient], Awaitable[int]] | None = field(default=None, repr=False)
+
     def within(self, seconds: float) -> AgentAutomationClient:
         return replace(self, deadline=time.monotonic() + seconds)
-
-    def for_org(self, org_id: int) -> AgentAutomationClient:
-        return replace(self, credentials=replace(self.credentials, org_id=org_id))
 
     def as_bulk(self) -> AgentAutomationClient:
         return replace(self, bulk=True)
 
     async def _call(self, name: str, *, path: dict[str, int] | None = None, query: Query | None = None,
                     json: Any = None, model: Any = None) -> Any:
-        return await self.transport.send(OPERATIONS[name], self.credentials, path=path, query=query, json=json,
+        op = OPERATIONS[name]
+        credentials = await self._credentials_for(op)
+        if "org_id" in op.query:  # a few operations take the organisation in the query, not the path
+            query = {**(query or {}), "org_id": require_org_id(credentials)}
+        return await self.transport.send(op, credentials, path=path, query=query, json=json,
                                          deadline=self.deadline, bulk=self.bulk, model=model)
+
+    async def _credentials_for(self, op: Operation) -> Credentials:
+        """The credentials, with the organisation found first if `op` needs one (the table says) and none is set."""
+        if op.needs_org and self.credentials.org_id is None and self.organization is not None:
+            return replace(self.credentials, org_id=await self.organization(self))
+        return self.credentials
 
     # Organisation data
 
@@ -266,15 +276,12 @@ class AgentAutomationClient:
     # OAuth tokens (the organisation goes in the query here)
 
     async def get_oauth_token_status(self) -> list[OAuthToken]:
-        return await self._call("get_oauth_token_status", query={"org_id": self._org_id()}, model=OAuthTokens)
+        return await self._call("get_oauth_token_status", model=OAuthTokens)
 
     @_checked
     async def revoke_oauth_tokens(self, provider: Provider) -> dict[str, Any]:
-        data = await self._call("revoke_oauth_tokens", query={"provider": provider, "org_id": self._org_id()})
+        data = await self._call("revoke_oauth_tokens", query={"provider": provider})
         return _as_object(data)
-
-    def _org_id(self) -> int:
-        return require_org_id(self.credentials)
 
     # Agent-run webhook
 

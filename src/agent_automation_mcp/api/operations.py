@@ -53,6 +53,11 @@ class Operation:
         return tuple(_PATH_PARAM.findall(self.path))
 
     @property
+    def needs_org(self) -> bool:
+        """Sent for one organisation: its id goes in the path (or, for a few, the query)."""
+        return "org_id" in self.path_params or "org_id" in self.query
+
+    @property
     def idempotent(self) -> bool:
         """Repeating it with the same arguments leaves the same state (what MCP's idempotentHint means)."""
         return self.read_only or self.retry_safe or self.name in _IDEMPOTENT_WRITES

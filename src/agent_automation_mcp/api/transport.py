@@ -14,11 +14,13 @@ every other status outside 2xx, are errors that name the real status.
 from __future__ import annotations
 
 import email.utils
+import enum
 import functools
 import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -59,6 +61,58 @@ MAX_DETAILS: Final = 20  # validation problems quoted from one answer
 Query = Mapping[str, str | int | bool | None]
 
 
+class Kind(enum.Enum):
+    """How one attempt ended, as far as sending it again is concerned."""
+
+    UNSENT = "never left this process"  # connection refused, connect or pool timeout
+    LOST = "may have reached the service, no answer"  # read timeout, dropped connection, broken response
+    THROTTLED = "429"  # the limiter refused it before any work
+    MOVED = "404 for the primary path, which this service does not serve"  # the table names a fallback path
+    REDIRECTED = "3xx"  # never followed: the token would go wherever it points
+    SERVER_ERROR = "5xx"
+    REFUSED = "another status outside 2xx"
+    ANSWERED = "2xx"
+
+
+def may_send_again(op: Operation, kind: Kind) -> bool:
+    """The one retry rule: again only when that cannot do anything twice (see the module's docstring)."""
+    return kind in (Kind.UNSENT, Kind.THROTTLED) or (kind in (Kind.LOST, Kind.SERVER_ERROR) and op.retry_safe)
+
+
+@dataclass(slots=True)
+class _Send:
+    """One call of `send`: the request as prepared once, and the retries it has spent."""
+
+    op: Operation
+    credentials: Credentials
+    path_values: dict[str, int]
+    params: dict[str, str | int]
+    json: Any
+    headers: dict[str, str]
+    buckets: Sequence[str]
+    deadline: float | None
+    bulk: bool
+    retries: int = 0  # after UNSENT, LOST or SERVER_ERROR, with backoff
+    rate_limit_retries: int = 0
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """One attempt: its kind, the answer or the transport error, and for a 429 the pause it asks for."""
+
+    kind: Kind
+    response: httpx2.Response | None = None
+    error: httpx2.TransportError | None = None
+    retry_after: float | None = None  # what the service's Retry-After said
+    wait: float | None = None  # what the pacer will hold, at most
+
+    @property
+    def clamped(self) -> bool:
+        """The service asked for a longer wait than the pacer holds: answered now, not waited out in a call.
+        (A second of slack: an HTTP-date Retry-After and the pacer's rounding may differ by a little.)"""
+        return self.retry_after is not None and self.wait is not None and self.retry_after > self.wait + 1
+
+
 class ApiTransport:
     """One pooled HTTP client per process, shared by every caller; credentials come with each call."""
 
@@ -94,89 +148,130 @@ class ApiTransport:
         """Send `op` for `credentials` and return the decoded JSON body (read as `model` if given, so a shape
         we cannot read is reported with the status that came with it), or raise an `ApiError`.
 
-        Errors quote the service in short excerpts without the caller's token, even when the service echoes it.
+        Each attempt is paced, sent, classified and settled with the pacer; then it is either sent again
+        (`_again`, the retry rule) or answered (`_answer`). Errors quote the service in short excerpts without
+        the caller's token, even when the service echoes it.
         """
-        secret = credentials.token
+        send = self._prepared(op, credentials, path, query, json, deadline, bulk)
+        while True:
+            receipt = await self._pace(send)
+            outcome = await self._attempt(send)
+            await self._settle(send, receipt, outcome)
+            if not await self._again(send, outcome):
+                return self._answer(send, outcome, model)
+
+    def _prepared(self, op: Operation, credentials: Credentials, path: Mapping[str, int] | None,
+                  query: Query | None, json: Any, deadline: float | None, bulk: bool) -> _Send:
         path_values = dict(path or {})
         if "org_id" in op.path_params:
             path_values["org_id"] = require_org_id(credentials)
         unknown = set(query or {}) - set(op.query)
         if unknown or set(path_values) != set(op.path_params):
             raise AssertionError(f"{op.name}: arguments do not match the operation table")  # a bug, not input
-        params = {k: _query_value(v) for k, v in (query or {}).items() if v is not None}
-        headers = {"Authorization": credentials.authorization}
-        buckets = self.settings.bucket_map.get(op.name, op.buckets)
+        return _Send(op=op, credentials=credentials, path_values=path_values,
+                     params={k: _query_value(v) for k, v in (query or {}).items() if v is not None},
+                     json=json, headers={"Authorization": credentials.authorization},
+                     buckets=self.settings.bucket_map.get(op.name, op.buckets), deadline=deadline, bulk=bulk)
 
-        retries = rate_limit_retries = 0
-        while True:
-            template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
-            url = template.format(**path_values)
-            receipt = None
-            if self.pacer is not None:
-                queued = time.monotonic()
-                receipt = await self.pacer.acquire(credentials.token_key, buckets, deadline, bulk=bulk)
-                if self.observer is not None:
-                    self.observer.paced(time.monotonic() - queued)
-            timeout = _attempt_timeout(self.settings.timeout, deadline)
-            started = time.monotonic()
-            try:
-                response = await self._request(op, url, params, json, headers, timeout, buckets)
-            except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
-                # Never left this process: safe to send again whatever the operation.
-                await self._settled(receipt, None)
-                if retries < MAX_RETRIES and await _backoff(retries, deadline):
-                    retries += 1
-                    continue
-                error_type = ApiTimeoutError if isinstance(exc, httpx2.TimeoutException) else ConnectionFailedError
-                raise error_type(f"could not reach the service: {type(exc).__name__}", operation=op.name) from None
-            except httpx2.TransportError as exc:
-                # May have reached the service (read timeout, dropped connection, broken response).
-                await self._settled(receipt, None)
-                if op.retry_safe and retries < MAX_RETRIES and await _backoff(retries, deadline):
-                    retries += 1
-                    continue
-                raise _lost_response_error(op, exc) from None
-            elapsed = time.monotonic() - started
-            logger.debug("%s %s -> %s in %.3fs", op.method, op.name, response.status_code, elapsed)
+    async def _pace(self, send: _Send) -> Receipt | None:
+        """Wait until every bucket of the operation has room (within the deadline); the pacer's receipt."""
+        if self.pacer is None:
+            return None
+        queued = time.monotonic()
+        receipt = await self.pacer.acquire(send.credentials.token_key, send.buckets, send.deadline, bulk=send.bulk)
+        if self.observer is not None:
+            self.observer.paced(time.monotonic() - queued)
+        return receipt
 
-            status = response.status_code
-            if status == 429:
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
-                wait = (await self.pacer.rate_limited(credentials.token_key, buckets, retry_after)
-                        if self.pacer is not None else (retry_after if retry_after is not None else 1.0))
-                await self._settled(receipt, status)  # only now: until the pause is set, a refused probe holds
-                # The pacer pauses at most so long; a longer Retry-After is answered now, not waited out in a call.
-                # (A second of slack: an HTTP-date Retry-After and the pacer's rounding may differ by a little.)
-                clamped = retry_after is not None and retry_after > wait + 1
-                if not clamped and rate_limit_retries < MAX_RATE_LIMIT_RETRIES and _fits(wait, deadline):
-                    rate_limit_retries += 1
-                    logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
-                    await anyio.sleep(wait)
-                    continue
-                if clamped:
-                    raise RateLimitError(_message(response, secret), status=status, retry_after=retry_after,
-                                         operation=op.name,
-                                         hint="The service asked for a longer wait than a call can hold (a quota, "
-                                              "perhaps); other tools still work. Call again after "
-                                              "retry_after_seconds, or tell the user.")
-                raise _error_from_response(op, response, secret, retry_after=wait)
-            await self._settled(receipt, status)
-            if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
-                logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)
-                self._on_fallback.add(op.name)
-                continue
-            if 300 <= status < 400:
-                raise _redirect_error(op, response, secret)
-            if status >= 500:
-                if op.retry_safe and retries < MAX_RETRIES and await _backoff(retries, deadline):
-                    retries += 1
-                    continue
-                if not op.retry_safe:
-                    said = _message(response, secret)
-                    raise outcome_unknown(op, f"the service answered {status} ({said}) to {op.name}", status)
-            if not 200 <= status < 300:
-                raise _error_from_response(op, response, secret)
-            return _read(op, response, model)
+    async def _attempt(self, send: _Send) -> _Outcome:
+        """One HTTP exchange within what is left of the deadline, classified."""
+        op = send.op
+        template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
+        timeout = _attempt_timeout(self.settings.timeout, send.deadline)
+        started = time.monotonic()
+        try:
+            response = await self._request(op, template.format(**send.path_values), send.params, send.json,
+                                           send.headers, timeout, send.buckets)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
+            return _Outcome(Kind.UNSENT, error=exc)
+        except httpx2.TransportError as exc:
+            return _Outcome(Kind.LOST, error=exc)
+        logger.debug("%s %s -> %s in %.3fs", op.method, op.name, response.status_code, time.monotonic() - started)
+        return _Outcome(self._classify(op, response), response=response)
+
+    def _classify(self, op: Operation, response: httpx2.Response) -> Kind:
+        status = response.status_code
+        if status == 429:
+            return Kind.THROTTLED
+        if status == 404 and op.fallback_path and op.name not in self._on_fallback and _route_missing(response):
+            return Kind.MOVED
+        if 300 <= status < 400:
+            return Kind.REDIRECTED
+        if status >= 500:
+            return Kind.SERVER_ERROR
+        return Kind.ANSWERED if 200 <= status < 300 else Kind.REFUSED
+
+    async def _settle(self, send: _Send, receipt: Receipt | None, outcome: _Outcome) -> None:
+        """Tell the pacer how the attempt ended; for a 429, first how long to pause (the outcome's `wait`)."""
+        if outcome.kind is Kind.THROTTLED:
+            assert outcome.response is not None
+            outcome.retry_after = parse_retry_after(outcome.response.headers.get("Retry-After"))
+            outcome.wait = (await self.pacer.rate_limited(send.credentials.token_key, send.buckets,
+                                                          outcome.retry_after)
+                            if self.pacer is not None else
+                            (outcome.retry_after if outcome.retry_after is not None else 1.0))
+            # Only now: until the pause is set, a refused probe holds its slot.
+        await self._settled(receipt, outcome.response.status_code if outcome.response is not None else None)
+
+    async def _again(self, send: _Send, outcome: _Outcome) -> bool:
+        """Whether to send once more, after waiting here: only what `may_send_again` allows, within the bounds."""
+        op = send.op
+        if outcome.kind is Kind.MOVED:
+            logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)
+            self._on_fallback.add(op.name)
+            return True
+        if not may_send_again(op, outcome.kind):
+            return False
+        if outcome.kind is Kind.THROTTLED:
+            wait = outcome.wait or 0.0
+            if outcome.clamped or send.rate_limit_retries >= MAX_RATE_LIMIT_RETRIES or not _fits(wait, send.deadline):
+                return False
+            send.rate_limit_retries += 1
+            logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
+            await anyio.sleep(wait)
+            return True
+        if send.retries >= MAX_RETRIES or not await _backoff(send.retries, send.deadline):
+            return False
+        send.retries += 1
+        return True
+
+    def _answer(self, send: _Send, outcome: _Outcome, model: Any) -> Any:
+        """The decoded body of a 2xx, or the `ApiError` that says what is known."""
+        op, secret, response = send.op, send.credentials.token, outcome.response
+        if response is None:
+            assert outcome.error is not None
+            if outcome.kind is Kind.UNSENT:
+                error_type = ApiTimeoutError if isinstance(outcome.error, httpx2.TimeoutException) else \
+                    ConnectionFailedError
+                raise error_type(f"could not reach the service: {type(outcome.error).__name__}", operation=op.name)
+            raise _lost_response_error(op, outcome.error)
+        status = response.status_code
+        if outcome.kind is Kind.THROTTLED and outcome.clamped:
+            raise RateLimitError(_message(response, secret), status=status, retry_after=outcome.retry_after,
+                                 operation=op.name,
+                                 hint="The service asked for a longer wait than a call can hold (a quota, "
+                                      "perhaps); other tools still work. Call again after "
+                                      "retry_after_seconds, or tell the user.")
+        if outcome.kind is Kind.THROTTLED:
+            raise _error_from_response(op, response, secret, retry_after=outcome.wait)
+        if outcome.kind is Kind.REDIRECTED:
+            raise _redirect_error(op, response, secret)
+        if outcome.kind is Kind.SERVER_ERROR and not op.retry_safe:
+            raise outcome_unknown(op, f"the service answered {status} ({_message(response, secret)}) to {op.name}",
+                                  status)
+        if outcome.kind is not Kind.ANSWERED:
+            raise _error_from_response(op, response, secret)
+        return _read(op, response, model)
 
     async def _settled(self, receipt: Receipt | None, status: int | None) -> None:
         """Tell the pacer how a charged send ended: an answer means the service has stamped it by now."""

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -25,10 +25,8 @@ from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError, RateLimitError
 from ..api.transport import ApiTransport
 from ..caching import SharedCache, SharedStore
+from ..config import ServerSettings
 from ..headers import HeaderError, bearer_token, organization_id
-
-if TYPE_CHECKING:  # config reads the toolsets, whose tools call through this module
-    from ..config import ServerSettings
 
 CALL_SECONDS: Final = 45.0  # every call answers well before the 60 s most MCP clients wait
 ORG_CACHE_SECONDS: Final = 300.0
@@ -208,12 +206,12 @@ def state_of(ctx: Context[Any, Any]) -> ServerState:
     return ctx.request_context.lifespan_context
 
 
-async def client_for(ctx: Context[Any, Any], seconds: float = CALL_SECONDS, *,
-                     needs_org: bool = True) -> AgentAutomationClient:
-    """A client for this call's caller, with a deadline `seconds` from now (less any wait for a slot) and the
-    organisation resolved."""
+async def client_for(ctx: Context[Any, Any], seconds: float = CALL_SECONDS) -> AgentAutomationClient:
+    """A client for this call's caller, with a deadline `seconds` from now (less any wait for a slot).
+    Without a configured organisation it finds one (`OrganizationCache`) at the first request whose operation
+    needs one, as the table says."""
     state = state_of(ctx)
-    client = AgentAutomationClient(state.transport, state.callers.credentials(ctx)).within(seconds - slot_waited.get())
-    if needs_org and client.credentials.org_id is None:
-        client = client.for_org(await state.organizations.resolve(client, state.callers.organization_hint))
-    return client
+    organizations, hint = state.organizations, state.callers.organization_hint
+    client = AgentAutomationClient(state.transport, state.callers.credentials(ctx),
+                                   organization=lambda client: organizations.resolve(client, hint))
+    return client.within(seconds - slot_waited.get())

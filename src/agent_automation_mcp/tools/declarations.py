@@ -10,13 +10,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from mcp.types import ToolAnnotations
 
 from ..api.operations import OPERATIONS
-
-KEYWORDS: Final = ("all", "default")  # words `--toolsets` reads as more than one toolset
+from ..toolsets import OPT_IN_TOOLSETS, TOOLSETS
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,17 +60,20 @@ class ToolSpec:
 
 
 class Toolset:
-    """One toolset, declared once at the top of its module: its name, whether a server offers it when no
-    toolsets are chosen, the line a person reads about it in `--help` and the README, and its tools in the
-    order they are declared."""
+    """One toolset, declared once at the top of its module: its name (one of `toolsets.TOOLSETS`), the line
+    a person reads about it in `--help` and the README, and its tools in the order they are declared."""
 
-    def __init__(self, name: str, about: str, *, default: bool = True) -> None:
-        if not name.isidentifier() or name != name.lower() or name in KEYWORDS:
-            raise ValueError(f"a toolset's name is a lower-case word other than {' or '.join(KEYWORDS)}, got {name!r}")
+    def __init__(self, name: str, about: str) -> None:
+        if name not in TOOLSETS:
+            raise ValueError(f"toolset {name!r} is not named in toolsets.py (TOOLSETS)")
         self.name = name
         self.about = about
-        self.default = default
         self.tools: list[ToolSpec] = []
+
+    @property
+    def default(self) -> bool:
+        """Offered when no toolsets are chosen (`toolsets.OPT_IN_TOOLSETS` lists the others)."""
+        return self.name not in OPT_IN_TOOLSETS
 
     def tool(self, title: str, *operations: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:

@@ -14,8 +14,7 @@ from .confirm import Answer, Question, ask, require_confirmation
 from .declarations import Toolset
 from .results import Output, Timestamp, label, ok, reported
 
-toolset = Toolset("oauth", "See and revoke the user's OAuth connections to other services (account-wide).",
-                  default=False)
+toolset = Toolset("oauth", "See and revoke the user's OAuth connections to other services (account-wide).")
 
 
 class OAuthConnection(Output):

@@ -78,7 +78,7 @@ def _count(items: list[object], total: int | None, following: int | None, what: 
 async def list_organizations(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100) -> Annotated[
         CallToolResult, OrganizationList]:
     """List the organisations the API token belongs to."""
-    page = await (await client_for(ctx, needs_org=False)).list_organizations(skip=skip, limit=limit)
+    page = await (await client_for(ctx)).list_organizations(skip=skip, limit=limit)
     kept, following = fit_page([Organization.pick(o) for o in page.items], skip, limit, page.total)
     out = OrganizationList(organizations=kept, total=page.total, next_skip=following)
     return ok(out, _count(out.organizations, out.total, out.next_skip, "organisations") + ", ids " +
@@ -99,7 +99,7 @@ async def get_user(ctx: Context, user_id: Annotated[Id | None, Field(
         description="Omit for the token's own user.")] = None) -> Annotated[CallToolResult, User]:
     """Get one user of the organisation, or without user_id the user the API token belongs to."""
     if user_id is None:
-        user = User.pick(await (await client_for(ctx, needs_org=False)).get_current_user())
+        user = User.pick(await (await client_for(ctx)).get_current_user())
     else:
         user = User.pick(await (await client_for(ctx)).get_user(user_id))
     return ok(user, f"User {user.id}{f' ({label(user.role)})' if user.role else ''}; name and email in the result")

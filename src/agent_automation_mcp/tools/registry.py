@@ -1,7 +1,8 @@
 """The toolsets in listing order, and the one place the toolset and read-only filters are applied.
 
-Each toolset is declared once, at the top of its own module (`tools/<name>.py`); the names, the default
-choice, `--help` and the README's list are all derived from `TOOLSETS` below. `select_tools` decides what
+The toolsets' names, order and default choice are in `toolsets.py` (a leaf the settings read); each
+toolset's description and tools are at the top of its own module (`tools/<name>.py`); `TOOLSETS_DECLARED`
+below joins the two, and `--help` and the README's list are derived from it. `select_tools` decides what
 a server offers, and `narrowed` what one HTTP request may see of it; the server registers exactly that, so
 the same choice holds when tools are listed and when they are called.
 """
@@ -12,22 +13,30 @@ import dataclasses
 from collections.abc import Mapping
 from functools import lru_cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ..api.settings import parse_flag
+from ..config import ServerSettings
 from ..headers import READONLY_HEADER, TOOLSETS_HEADER, HeaderError
+from ..toolsets import DEFAULT_TOOLSETS, KEYWORDS, OPT_IN_TOOLSETS, TOOLSETS, parse_toolsets
 from . import checks, logs, oauth, org, pulls, runs, settings, setup, webhooks
-from .declarations import KEYWORDS, Toolset, ToolSpec
+from .declarations import Toolset, ToolSpec
 
-if TYPE_CHECKING:  # config reads the names below to parse its settings
-    from ..config import ServerSettings
+__all__ = ["DEFAULT_TOOLSETS", "KEYWORDS", "OPERATIONS_WITHOUT_TOOL", "OPT_IN_TOOLSETS", "TOOLSETS",
+           "TOOLSETS_DECLARED", "all_tools", "narrowed", "offered_names", "parse_toolsets", "select_tools",
+           "toolsets_help"]
 
-# The MCP server's toolsets, in listing order.
-TOOLSETS_DECLARED: Final[tuple[Toolset, ...]] = tuple(
-    module.toolset for module in (runs, logs, checks, pulls, settings, org, setup, oauth, webhooks))
-TOOLSETS: Final = tuple(toolset.name for toolset in TOOLSETS_DECLARED)
-DEFAULT_TOOLSETS: Final = tuple(toolset.name for toolset in TOOLSETS_DECLARED if toolset.default)
-OPT_IN_TOOLSETS: Final = tuple(name for name in TOOLSETS if name not in DEFAULT_TOOLSETS)
+
+def _in_listing_order(*declared: Toolset) -> tuple[Toolset, ...]:
+    by_name = {toolset.name: toolset for toolset in declared}
+    if sorted(by_name) != sorted(TOOLSETS) or len(by_name) != len(declared):
+        raise RuntimeError(f"toolsets.py names {sorted(TOOLSETS)}, the modules declare {sorted(by_name)}")
+    return tuple(by_name[name] for name in TOOLSETS)
+
+
+# The MCP server's toolsets, in the listing order `toolsets.py` gives.
+TOOLSETS_DECLARED: Final = _in_listing_order(*(module.toolset for module in (
+    runs, logs, checks, pulls, settings, org, setup, oauth, webhooks)))
 
 # Operations of the table that no tool sends, and why (the coverage test holds every other one to a tool).
 OPERATIONS_WITHOUT_TOOL: Final = MappingProxyType({
@@ -36,21 +45,6 @@ OPERATIONS_WITHOUT_TOOL: Final = MappingProxyType({
     "get_cli_rules": "rules text for the service's own command-line agent; long, and of no use to a model "
                      "driving agent runs",
 })
-
-
-def parse_toolsets(value: str | None) -> tuple[str, ...]:
-    """`runs,logs` → those toolsets; `all` and `default` are keywords; empty → the default ones."""
-    if value is None or not value.strip():
-        return DEFAULT_TOOLSETS
-    chosen: list[str] = []
-    for item in (part.strip().lower() for part in value.split(",")):
-        names = TOOLSETS if item == "all" else DEFAULT_TOOLSETS if item == "default" else (item,) if item else ()
-        for name in names:
-            if name not in TOOLSETS:
-                raise ValueError(f"unknown toolset {name!r}; known: {', '.join(TOOLSETS)} (or {', '.join(KEYWORDS)})")
-            if name not in chosen:
-                chosen.append(name)
-    return tuple(t for t in TOOLSETS if t in chosen)
 
 
 def toolsets_help() -> str:

@@ -15,8 +15,7 @@ from .confirm import Answer, Question, ask, require_confirmation
 from .declarations import Toolset
 from .results import Output, ok, reported
 
-toolset = Toolset("webhooks", "Read, set, delete and test the organisation's agent-run completion webhook.",
-                  default=False)
+toolset = Toolset("webhooks", "Read, set, delete and test the organisation's agent-run completion webhook.")
 
 
 class WebhookChange(Output):

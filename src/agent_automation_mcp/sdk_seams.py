@@ -1,0 +1,37 @@
+"""The places this server reaches past the MCP SDK's public API, wrapped once.
+
+`MCPServer` offers no public way to leave unserved methods out, nor to give the `tools/list` handler the
+request's context (its `list_tools()` takes none, and a listing may be narrowed by the request's headers).
+Both go through the low-level server the SDK keeps in the private `_lowlevel_server`; its
+`add_request_handler` is public, its `_request_handlers` is not. `tests/test_sdk_seams.py` fails loudly,
+naming the attribute, when an SDK upgrade moves either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.types import ListToolsResult, PaginatedRequestParams
+
+ListToolsHandler = Callable[[ServerRequestContext[Any], PaginatedRequestParams | None], Awaitable[ListToolsResult]]
+
+
+def lowlevel(server: MCPServer[Any]) -> Server[Any]:
+    """The low-level server that holds the request handlers (private in `MCPServer`)."""
+    return server._lowlevel_server
+
+
+def drop_methods(server: MCPServer[Any], *prefixes: str) -> None:
+    """Stop answering (and advertising: capabilities follow the handlers) every method under `prefixes`."""
+    handlers = lowlevel(server)._request_handlers
+    for method in [m for m in handlers if m.startswith(prefixes)]:
+        del handlers[method]
+
+
+def serve_list_tools(server: MCPServer[Any], handler: ListToolsHandler) -> None:
+    """Answer `tools/list` with `handler`, which sees the request (`MCPServer.list_tools` does not)."""
+    lowlevel(server).add_request_handler("tools/list", PaginatedRequestParams, handler)

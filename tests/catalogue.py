@@ -1,0 +1,97 @@
+"""Every tool's facts for the tests, in one place: a valid call, the requests it sends, what it may change.
+
+Each cross-cutting test (names and toolsets, annotations, read-only listing, calls without a token, the
+secrets scan, fuzzing, the fault matrix, confirmations, snapshots, the stdio scenario) loops over `CASES`,
+and `tests/tools/test_catalogue.py` fails while a served tool has no entry here, or an entry says what the
+tool does not do. Adding a tool means adding one `ToolCase`, in listing order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from agent_automation_mcp.sandbox import ids
+from agent_automation_mcp.toolsets import DEFAULT_TOOLSETS
+
+# Seeded in the sandbox's demo organisation (the same for every seed).
+REPO_ID: Final = ids.WRITABLE_REPO_ID
+RUN_WITH_PR: Final = ids.RUN_WITH_PR_ID
+PR_ID: Final = ids.PR_ID
+LONG_RUN: Final = ids.LONG_RUN_ID
+SANDBOX_ID: Final = ids.SANDBOX_WITH_LOGS
+HOOK_URL: Final = "https://example.com/hook"
+
+Effect = Literal["reads", "writes", "destroys"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCase:
+    """`call` succeeds on the seeded sandbox with the organisation configured, and sends exactly `sends`
+    (operations of the table, in order). A tool that `destroys` asks the user first when the client can ask."""
+
+    name: str
+    toolset: str
+    call: dict[str, Any] = field(hash=False)
+    sends: tuple[str, ...]
+    effect: Effect = "reads"
+
+    @property
+    def read_only(self) -> bool:
+        return self.effect == "reads"
+
+    @property
+    def destructive(self) -> bool:
+        return self.effect == "destroys"
+
+    @property
+    def asks_first(self) -> bool:
+        """Needs the user's confirmation (MCP elicitation) before it sends anything."""
+        return self.destructive
+
+    @property
+    def default(self) -> bool:
+        """Offered when no toolsets are chosen."""
+        return self.toolset in DEFAULT_TOOLSETS
+
+
+def _case(name: str, toolset: str, effect: Effect = "reads", sends: tuple[str, ...] | None = None,
+          **call: Any) -> ToolCase:
+    """Most tools send the one operation they are named after."""
+    return ToolCase(name, toolset, call, (name,) if sends is None else sends, effect)
+
+
+CASES: Final[tuple[ToolCase, ...]] = (
+    _case("create_agent_run", "runs", "writes", prompt="x", repo_id=REPO_ID),
+    _case("get_agent_run", "runs", agent_run_id=RUN_WITH_PR),
+    _case("list_agent_runs", "runs"),
+    _case("resume_agent_run", "runs", "writes", agent_run_id=RUN_WITH_PR, prompt="x"),
+    _case("get_agent_run_logs", "logs", agent_run_id=LONG_RUN),
+    _case("ban_checks", "checks", "destroys", agent_run_id=RUN_WITH_PR),
+    _case("unban_checks", "checks", "writes", agent_run_id=RUN_WITH_PR),
+    _case("remove_from_pull_request", "checks", "destroys", agent_run_id=RUN_WITH_PR),
+    _case("edit_pull_request", "pulls", "destroys", ("edit_pull_request_simple",), pr_id=PR_ID, state="open"),
+    _case("get_check_suite_settings", "settings", repo_id=REPO_ID),
+    _case("update_check_suite_settings", "settings", "writes", repo_id=REPO_ID, check_retry_count=2),
+    _case("list_organizations", "org"),
+    _case("list_users", "org"),
+    _case("get_user", "org", sends=("get_current_user",)),
+    _case("list_repositories", "org"),
+    _case("list_integrations", "org"),
+    _case("list_models", "org"),
+    _case("generate_setup_commands", "setup", "writes", repo_id=REPO_ID),
+    _case("analyze_sandbox_logs", "setup", "writes", sandbox_id=SANDBOX_ID),
+    _case("get_oauth_token_status", "oauth"),
+    _case("revoke_oauth_tokens", "oauth", "destroys", ("get_oauth_token_status", "revoke_oauth_tokens"),
+          provider="github"),
+    _case("get_webhook", "webhooks"),
+    _case("set_webhook", "webhooks", "writes", url=HOOK_URL),
+    _case("delete_webhook", "webhooks", "destroys"),
+    _case("test_webhook", "webhooks", "writes", url=HOOK_URL),
+)
+BY_NAME: Final = {case.name: case for case in CASES}
+
+
+def calls(cases: tuple[ToolCase, ...] | list[ToolCase] = CASES) -> dict[str, dict[str, Any]]:
+    """Tool name → its valid call, for tests that loop over name and arguments."""
+    return {case.name: case.call for case in cases}

@@ -1,0 +1,134 @@
+"""The docs stay true: the configuration reference is the CLI's own parser, every setting is documented,
+the guide names files and tests that exist, commands parse, links resolve, and each tool has its row.
+
+`UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py` regenerates the flags reference in `docs/configuration.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from agent_automation_mcp.cli import PROG, build_parser
+from catalogue import CASES
+
+ROOT: Final = Path(__file__).parents[1]
+PACKAGE: Final = ROOT / "src" / "agent_automation_mcp"
+CONFIGURATION: Final = ROOT / "docs" / "configuration.md"
+GUIDE: Final = ROOT / "docs" / "adding-an-operation.md"
+PAGES: Final = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
+BEGIN: Final = "<!-- flags: generated from the CLI's parser by UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py -->"
+END: Final = "<!-- end of the generated flags -->"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def flags_reference() -> str:
+    """Every subcommand's flags, as `--help` states them (the sandbox's too, which load only when asked)."""
+    parser = build_parser("sandbox")
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    about = {choice.dest: choice.help or "" for choice in commands._choices_actions}
+    lines = []
+    for name, command in commands.choices.items():
+        formatter = command._get_formatter()
+        lines += ["", f"### `{PROG} {name}`", "", f"{about[name][:1].upper()}{about[name][1:]}.", "",
+                  "| Flag | What it sets |", "|---|---|"]
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            value = "" if action.nargs == 0 else (
+                f" {{{','.join(map(str, action.choices))}}}" if action.choices else
+                f" {action.metavar or action.dest.upper()}")
+            flags = ", ".join(f"`{flag}{value}`" for flag in action.option_strings)
+            lines.append(f"| {flags} | {_cell(formatter._expand_help(action) if action.help else '')} |")
+        if command.epilog:
+            lines += ["", "```text", command.epilog, "```"]
+    return "\n".join([BEGIN, *lines, "", END])
+
+
+def test_the_flags_reference_is_the_parsers() -> None:
+    text = CONFIGURATION.read_text()
+    generated = flags_reference()
+    current = text[text.index(BEGIN):text.index(END) + len(END)]
+    if os.environ.get("UPDATE_DOCS") == "1":
+        CONFIGURATION.write_text(text.replace(current, generated))
+        current = generated
+    assert current == generated, "docs/configuration.md drifted from the CLI: run UPDATE_DOCS=1 on tests/test_docs.py"
+    assert "`--toolsets TOOLSETS`" in generated and "### `agent-automation-mcp sandbox`" in generated
+
+
+def test_every_setting_read_from_the_environment_is_documented() -> None:
+    read = {name for path in PACKAGE.rglob("*.py")
+            for name in re.findall(r"\"((?:AGENT_AUTOMATION|CODEGEN)_[A-Z_]+)\"", path.read_text())}
+    assert len(read) > 15
+    assert sorted(read - set(re.findall(r"[A-Z_]+", CONFIGURATION.read_text()))) == []
+
+
+def _guide_paths() -> list[str]:
+    """Files the guide names in backticks: a path with an extension, or a bare `name.py`."""
+    return sorted(set(re.findall(r"`((?:tests|api|tools|sandbox|manifests|docs|pacing|remote)/[\w/.<>*-]+\.\w+"
+                                 r"|\w+\.py)(?:::\w+)?`", GUIDE.read_text())))
+
+
+def _exists(name: str) -> bool:
+    """A path from the repository's root or the package's, or a bare file name anywhere in src/ or tests/."""
+    if "/" not in name:
+        return any(next((ROOT / top).rglob(name), None) for top in ("src", "tests"))
+    return (ROOT / name).exists() or (PACKAGE / name).exists()
+
+
+def test_the_guide_names_files_and_tests_that_exist() -> None:
+    text = GUIDE.read_text()
+    paths = [p for p in _guide_paths() if "<" not in p and "*" not in p]
+    assert len(paths) > 20
+    assert [p for p in paths if not _exists(p)] == []
+    for file, test in re.findall(r"`([\w/]*test_\w+\.py)::(\w+)`", text):
+        found = list((ROOT / "tests").rglob(Path(file).name))
+        assert found and any(f"def {test}(" in path.read_text() for path in found), f"{file}::{test}"
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_every_shell_command_in_the_docs_parses() -> None:
+    commands = [block for page in PAGES for block in _blocks(page.read_text(), "bash")]
+    commands.append("\n".join((ROOT / "README.md").read_text().splitlines()[:2]))
+    assert len(commands) > 10
+    for command in commands:
+        checked = subprocess.run(["bash", "-n"], input=command, text=True, capture_output=True, check=False)
+        assert checked.returncode == 0, (command, checked.stderr)
+    for target in re.findall(r"pytest ((?:tests/[\w/.]+ ?)+)", "\n".join(page.read_text() for page in PAGES)):
+        assert all((ROOT / path).exists() for path in target.split()), target
+
+
+def test_relative_links_resolve() -> None:
+    for page in PAGES:
+        for target in re.findall(r"\]\(((?!https?:|mailto:|#)[^)\s]+)\)", page.read_text()):
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve()
+            assert linked.exists(), (page.name, target)
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.M)
+                slugs = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+                assert anchor in slugs, (page.name, target)
+
+
+def test_the_tools_page_has_a_row_per_tool_in_listing_order() -> None:
+    rows = re.findall(r"^\| `(\w+)`(?: \(opt-in\))? \| `(\w+)` \|", (ROOT / "docs" / "tools.md").read_text(), re.M)
+    assert rows == [(case.toolset, case.name) for case in CASES]
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    assert (ROOT / "README.md").read_text().splitlines()[1] == "bash .ci/run"
+    assert re.search(r'^\.venv/bin/python -m pytest "\$@"', (ROOT / ".ci" / "run").read_text(), re.M)

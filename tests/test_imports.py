@@ -1,0 +1,149 @@
+"""The package's import graph has no circle, not even one that only a `TYPE_CHECKING` guard or a
+function-local import keeps from failing at run time.
+
+The graph is drawn from the source, not from `sys.modules`: every `import` and `from ... import` statement
+anywhere in a module (top level, under `if TYPE_CHECKING:`, inside functions) is an edge to the module it
+names; `from pkg import name` points at `pkg.name` when that is a module, else at `pkg`. Importing `a.b.c`
+also runs the `__init__` of `a.b` unless the importer already lives inside `a.b`, so that is an edge too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).parents[1] / "src"
+PACKAGE = "agent_automation_mcp"
+
+
+def module_names(root: Path, package: str) -> dict[str, Path]:
+    """Dotted module name → file, for every `.py` file of the package (`__init__.py` names the package)."""
+    names = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _imported(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[:len(base) - (node.level - 1)]
+        origin = ".".join(base + ([node.module] if node.module else []))
+    else:
+        origin = node.module or ""
+    targets = {f"{origin}.{alias.name}" for alias in node.names if f"{origin}.{alias.name}" in known}
+    return targets if len(targets) == len(node.names) else targets | {origin}
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Each module of the package → the modules of the package its source imports (see the docstring above)."""
+    names = module_names(root, package)
+    known = set(names)
+    graph: dict[str, set[str]] = {}
+    for module, path in names.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for target in _imported(module, path.name == "__init__.py", node, known):
+                parts = target.split(".")
+                for depth in range(1, len(parts) + 1):  # the packages on the way run their __init__ first
+                    step = ".".join(parts[:depth])
+                    inside = module == step or module.startswith(step + ".")
+                    if step in known and step != module and (step == target or not inside):
+                        edges.add(step)
+        graph[module] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle through each strongly connected group of modules (Tarjan's algorithm, then a path back)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph.get(node, ()):
+                groups.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_path_back(graph, group) for group in groups]
+
+
+def _path_back(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    start = min(group)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        node = frontier.pop(0)
+        for nxt in sorted(graph[node] & group):
+            if nxt == start:
+                return [*paths[node], start]
+            if nxt not in paths:
+                paths[nxt] = [*paths[node], nxt]
+                frontier.append(nxt)
+    raise AssertionError("a strongly connected group always has a way back")
+
+
+def test_the_package_imports_no_circle() -> None:
+    graph = import_graph(SOURCE, PACKAGE)
+    assert len(graph) > 60 and f"{PACKAGE}.toolsets" in graph[f"{PACKAGE}.config"]
+    assert f"{PACKAGE}.config" in graph[f"{PACKAGE}.tools.callers"]
+    assert circles(graph) == [], "\n".join(" → ".join(circle) for circle in circles(graph))
+
+
+def test_settings_and_toolset_names_import_nothing_of_the_tools() -> None:
+    graph = import_graph(SOURCE, PACKAGE)
+    for leaf in ("config", "toolsets"):
+        tools = {m for m in graph[f"{PACKAGE}.{leaf}"] if f"{m}.".startswith(f"{PACKAGE}.tools.")}
+        assert not tools, (leaf, tools)
+
+
+def test_a_circle_behind_type_checking_or_a_package_init_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "tools").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "config.py").write_text("from .tools.names import NAMES\n")
+    (package / "tools" / "__init__.py").write_text("from .registry import ALL\n")
+    (package / "tools" / "names.py").write_text("NAMES = ()\n")
+    (package / "tools" / "registry.py").write_text("from . import runs\nALL = ()\n")
+    (package / "tools" / "runs.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..config import Settings\n")
+    found = circles(import_graph(tmp_path, "pkg"))
+    assert found == [["pkg.config", "pkg.tools", "pkg.tools.registry", "pkg.tools.runs", "pkg.config"]]
+
+
+@pytest.mark.parametrize(("statement", "expected"), [
+    ("from . import toolsets", {"pkg.toolsets"}),
+    ("from .toolsets import X, Y", {"pkg.toolsets"}),
+    ("import pkg.toolsets", {"pkg.toolsets"}),
+    ("def f():\n    from .toolsets import X", {"pkg.toolsets"}),
+])
+def test_every_form_of_import_is_an_edge(tmp_path: Path, statement: str, expected: set[str]) -> None:
+    (tmp_path / "pkg").mkdir()
+    for name, text in (("__init__", ""), ("toolsets", ""), ("config", statement)):
+        (tmp_path / "pkg" / f"{name}.py").write_text(text + "\n")
+    assert import_graph(tmp_path, "pkg")["pkg.config"] == expected

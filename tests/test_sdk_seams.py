@@ -1,0 +1,54 @@
+"""The MCP SDK's private attributes this server relies on (all in `sdk_seams.py`) are still where they were.
+
+An SDK upgrade that moves them fails here, naming the attribute, instead of as a confusing failure in the
+listing or capability tests.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+from mcp import Client, MCPError
+from mcp.server import MCPServer
+from mcp.server.lowlevel.server import Server
+
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.sdk_seams import drop_methods, lowlevel, serve_list_tools
+from agent_automation_mcp.server import build_server
+
+SDK = f"mcp {importlib.metadata.version('mcp')}"
+
+
+def test_the_low_level_server_and_its_handler_table_are_where_the_seams_look() -> None:
+    server = MCPServer("seams")
+    assert isinstance(getattr(server, "_lowlevel_server", None), Server), \
+        f"{SDK}: MCPServer._lowlevel_server moved; update sdk_seams.lowlevel"
+    handlers = getattr(lowlevel(server), "_request_handlers", None)
+    assert isinstance(handlers, dict) and {"tools/list", "resources/list", "prompts/list"} <= set(handlers), \
+        f"{SDK}: Server._request_handlers moved or changed shape; update sdk_seams.drop_methods"
+
+
+def test_the_seams_change_what_the_low_level_server_answers() -> None:
+    server = MCPServer("seams")
+
+    async def listing(ctx: object, params: object) -> object:
+        raise AssertionError("never called here")
+
+    drop_methods(server, "resources/", "prompts/")
+    serve_list_tools(server, listing)  # type: ignore[arg-type]
+    assert lowlevel(server).get_request_handler("resources/list") is None
+    assert lowlevel(server).get_request_handler("prompts/get") is None
+    entry = lowlevel(server).get_request_handler("tools/list")
+    assert entry is not None and entry.handler is listing, f"{SDK}: add_request_handler no longer replaces"
+
+
+@pytest.mark.anyio
+async def test_our_server_answers_tools_list_through_its_own_handler_and_no_resources() -> None:
+    server = build_server(ApiSettings(), ServerSettings(toolsets=("logs",)))
+    assert lowlevel(server).get_request_handler("tools/list").handler == server._list_offered_tools
+    async with Client(server) as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["get_agent_run_logs"]
+        with pytest.raises(MCPError):
+            await client.list_resources()
