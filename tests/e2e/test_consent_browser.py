@@ -87,7 +87,7 @@ def browser() -> Iterator[Any]:
 async def test_a_person_signs_in_on_the_consent_page_in_chromium(server: HttpServer, browser: Any,
                                                                  tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     callback = Callback()
     try:
@@ -102,11 +102,14 @@ async def test_a_person_signs_in_on_the_consent_page_in_chromium(server: HttpSer
         browser.save_screenshot(str(tmp_path / "consent-page.png"))
         field.send_keys(CAROL)
         browser.find_element(By.CSS_SELECTOR, 'button[value="approve"]').click()
+        wait = WebDriverWait(browser, 20)  # a loaded machine may take a while to post the form and answer
+        wait.until(lambda driver: driver.find_elements(By.NAME, "organization"))
 
         Select(browser.find_element(By.NAME, "organization")).select_by_value("2")  # Carol sees two
         browser.save_screenshot(str(tmp_path / "consent-organisation.png"))
         assert CAROL not in browser.page_source
         browser.find_element(By.CSS_SELECTOR, 'button[value="approve"]').click()
+        wait.until(lambda driver: driver.current_url.startswith(callback.url))
 
         assert browser.current_url.startswith(callback.url) and "signed in" in browser.page_source
         back = query_of(browser.current_url)
