@@ -65,6 +65,17 @@ def run_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str
                                  per_request_auth=per_request_auth, metrics=metrics), backend_options=loop_options())
 
 
+def http_protocol() -> str:
+    """uvicorn's HTTP/1.1 parser: `httptools` (llhttp, in C) where it is installed (a dependency everywhere but
+    Windows), else h11, in Python, which was a seventh of a remote call's CPU (docs/benchmarks.md, "Serving cost over
+    HTTP"). Imported, not only found, so a broken install falls back rather than failing at the first request."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return "h11"
+    return "httptools"
+
+
 def loop_options() -> dict[str, Any]:
     """uvloop where it is installed (a dependency everywhere but Windows): asyncio's own loop, in Python, was the
     largest single share of a remote call's CPU, a fifth of it (docs/benchmarks.md, "Serving cost over HTTP")."""
@@ -76,6 +87,6 @@ async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, h
     lifecycle = Lifecycle()
     app = build_app(server, remote, policy=policy, per_request_auth=per_request_auth, metrics=metrics,
                     lifecycle=lifecycle)
-    config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on")
+    config = uvicorn.Config(app, host=host.strip("[]"), port=port, http=http_protocol(), log_config=None,
+                            access_log=False, timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on")
     await DrainingServer(config, lifecycle, remote.shutdown_grace).serve()
