@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Annotated, Any, Final, Self, TypeVar
 
 from mcp.types import CallToolResult, TextContent
@@ -34,8 +35,11 @@ PageLimit = Annotated[Limit, Field(description="Page size.")]
 def _with_offset(value: Any) -> Any:
     """The service sends some timestamps without a zone (`2025-06-21 11:20:04.338398`); they are UTC, so they are
     returned in ISO 8601 with the offset said (`2025-06-21T11:20:04.338398+00:00`). Anything unreadable is kept."""
-    if not isinstance(value, str):
-        return value
+    return _utc_iso(value) if isinstance(value, str) else value
+
+
+@lru_cache(maxsize=4096)  # a result's timestamps are read two or three times: our models, then the SDK's check
+def _utc_iso(value: str) -> str:
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
