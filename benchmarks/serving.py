@@ -31,7 +31,7 @@ from pathlib import Path
 from fleet import ServerProcess, bare_server, mcp_server, process_tree, without_httptools
 from http_load import ERAS, Call, LoadJob, LoadResult, Method, Tenant, run_load_process
 from report import command_line, publish
-from tenants import ORG_ID, create_fixtures, lay_out_tokens
+from tenants import ORG_ID, TenantFixture, create_fixtures, lay_out_tokens
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -69,6 +69,35 @@ class Row:
     @property
     def errors(self) -> int:
         return sum(load.error_count + load.connect_failures for load in self.loads)
+
+
+@dataclass
+class Setup:
+    """The sandbox, a run of its own for each tenant, and what the servers start with."""
+
+    sandbox: SandboxServer
+    fixtures: list[TenantFixture]
+    env: dict[str, str]
+    hidden: Path  # where `without_httptools` puts its stand-in
+
+
+def set_up(stack: ExitStack, tenants: int) -> Setup:
+    """A sandbox (limits far above the load) with `tenants` users, each with a token and runs of their own."""
+    tokens, users = lay_out_tokens(tenants)
+    config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=15, org_id=ORG_ID)
+    sandbox = stack.enter_context(SandboxServer(config))
+    fixtures = create_fixtures(sandbox, users)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
+    env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS}
+    return Setup(sandbox, fixtures, env, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="no-httptools-"))))
+
+
+def callers(fixtures: list[TenantFixture], method: Method, concurrency: int) -> list[Tenant]:
+    """The first `concurrency` tenants, each calling `get_agent_run` on a run of its own, or `tools/list`."""
+    return [Tenant({"Authorization": f"Bearer {f.token}", "X-Organization-Id": str(ORG_ID)},
+                   (Call(method, "get_agent_run", {"agent_run_id": f.run_ids[0]})
+                    if method == "tools/call" else Call(method),))
+            for f in fixtures[:concurrency]]
 
 
 def start(target: str, env: dict[str, str], before: Path | None, listing: bool, hidden: Path) -> ServerProcess:
@@ -195,32 +224,23 @@ def main(argv: list[str] | None = None) -> int:
                      f"targets among {', '.join(list(TARGETS)[3:])}")
     targets = ["bare", "ours", *(["before"] if args.before else []), *extra]
     machine_load = os.getloadavg()[0]
-    tokens, users = lay_out_tokens(max(levels))
-    config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=15, org_id=ORG_ID)
     rows: list[Row] = []
     with ExitStack() as stack:
-        sandbox = stack.enter_context(SandboxServer(config))
-        fixtures = create_fixtures(sandbox, users)
-        hidden = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="no-httptools-")))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
-        env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS}
+        setup = set_up(stack, max(levels))
         servers: dict[tuple[str, bool], ServerProcess] = {}
         for target, listing in itertools.product(targets, dict.fromkeys(m == "tools/list" for m in methods)):
             if listing and not target.startswith("bare") and (target, False) in servers:
                 servers[target, True] = servers[target, False]  # ours lists its own tools
                 continue
-            servers[target, listing] = start(target, env, args.before, listing, hidden)
+            servers[target, listing] = start(target, setup.env, args.before, listing, setup.hidden)
             stack.callback(servers[target, listing].stop)
         for mode, method, concurrency in itertools.product(modes, methods, levels):
-            tenants = [Tenant({"Authorization": f"Bearer {f.token}", "X-Organization-Id": str(ORG_ID)},
-                              (Call(method, "get_agent_run", {"agent_run_id": f.run_ids[0]})
-                               if method == "tools/call" else Call(method),))
-                       for f in fixtures[:concurrency]]
+            tenants = callers(setup.fixtures, method, concurrency)
             cell = {target: Row(mode, method, concurrency, target) for target in targets}
             rows += cell.values()
             for turn in range(args.rounds):
                 for target in targets[turn % len(targets):] + targets[:turn % len(targets)]:
-                    sandbox.state.limiter.reset()
+                    setup.sandbox.state.limiter.reset()
                     measure(servers[target, method == "tools/list"], cell[target], tenants, args.duration,
                             args.warmup_calls)
                     load = cell[target].loads[-1]

@@ -1,18 +1,17 @@
 """Where a server's CPU goes per HTTP call: py-spy on the server process under the serving benchmark's load.
 
-    .venv/bin/python benchmarks/serving_profile.py [--target ours|bare] [--src DIR] [--hide-httptools]
+    .venv/bin/python benchmarks/serving_profile.py [--targets ours,before,bare] [--before SRC]
                                                    [--method tools/call] [--mode auto] [--concurrency 10]
                                                    [--duration 20] [--rate 250]
 
-One sandbox, one server (ours, `--src` puts another source tree ahead of the installed package; or the bare SDK
-server) and the load process of benchmarks/serving.py; py-spy (from PyPI; idle threads left out, so a sample is
-the server running Python; `--nonblocking`: pausing the server for each sample added a third to its CPU per call)
-samples the server process alone while the load calls. Some stacks come out without their outermost frames;
-their innermost ones, which these counts use, are whole. Each sample counts towards the component of the frame
-it was running (or the upstream request, wherever that is on the stack), and towards the deepest of our
-functions on its stack, which is ours to answer for with the library calls it made; with the server's CPU time
-per call from the same window, a share is also microseconds per call. `--hide-httptools` makes `import
-httptools` fail in the server (uvicorn then parses with h11, as it did before httptools was a dependency).
+One sandbox and, one after the other, each target of benchmarks/serving.py named (the same servers: `before` is
+the `--before` tree on h11) under that benchmark's load process; py-spy (from PyPI; idle threads left out, so a
+sample is the server running Python; `--nonblocking`: pausing the server for each sample added a third to its
+CPU per call) samples the server process alone while the load calls. Some stacks come out without their
+outermost frames; their innermost ones, which these counts use, are whole. Each sample counts towards the
+component of the frame it was running (or the upstream request, wherever that is on the stack), and towards the
+deepest of our functions on its stack, which is ours to answer for with the library calls it made; with the
+server's CPU time per call from the same window, a share is also microseconds per call.
 """
 
 from __future__ import annotations
@@ -27,17 +26,17 @@ import threading
 import time
 from collections import Counter
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
-from fleet import ServerProcess, bare_server, mcp_server, without_httptools
-from http_load import ERAS, Call, LoadJob, LoadResult, Method, Tenant, run_load_process
-from tenants import ORG_ID, create_fixtures, lay_out_tokens
-
-from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from remote import RATE_LIMITS
+from fleet import ServerProcess
+from http_load import ERAS, LoadJob, LoadResult, Method, run_load_process
+from report import command_line
+from serving import TARGETS, callers, set_up, start
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
+PROFILED = ("ours", "before", "bare", "ours-h11", "bare-h11")  # one process each (Granian serves from a worker)
+SETTLE = 5.0  # seconds for the load to connect and warm up before sampling starts
 # (component, pattern on a frame's file): the first match names the frame's component.
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("ours: HTTP gate, Host/Origin, headers", r"agent_automation_mcp/(remote/|headers\.py)"),
@@ -92,82 +91,114 @@ def ours(file: str) -> str | None:
     return rest if found else None
 
 
-def summarise(stacks: list[tuple[list[tuple[str, str]], int]], cpu_us: float, top: int) -> str:
-    total = sum(count for _, count in stacks)
-    self_time: Counter[str] = Counter()
-    under: Counter[str] = Counter()
-    for frames, count in stacks:
-        self_time[component(frames)] += count
-        deepest = next((f"`{function}` ({module})" for function, file in reversed(frames)
-                        if (module := ours(file)) is not None), "(none of ours on the stack)")
-        under[deepest] += count
-    lines = [f"{total} samples; {cpu_us:.0f} µs of server CPU per call in the window", "",
-             "| component (the frame running; the upstream request's whole stack) | share | µs per call |",
-             "|---|---|---|"]
-    lines += [f"| {name} | {count / total:.1%} | {count / total * cpu_us:.0f} |"
-              for name, count in self_time.most_common()]
-    lines += ["", "| the deepest of our functions on the stack (it and the libraries it called) | share | µs per call "
-              "|", "|---|---|---|"]
-    lines += [f"| {name} | {count / total:.1%} | {count / total * cpu_us:.0f} |"
-              for name, count in under.most_common(top)]
+@dataclass
+class Profile:
+    """One target's samples and, from the same window, its CPU time per call."""
+
+    target: str
+    stacks: list[tuple[list[tuple[str, str]], int]]
+    cpu_us: float
+    rate: float
+    errors: int
+    loadavg: float
+
+    @property
+    def samples(self) -> int:
+        return sum(count for _, count in self.stacks)
+
+    def components(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for frames, count in self.stacks:
+            counts[component(frames)] += count
+        return counts
+
+    def deepest_ours(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for frames, count in self.stacks:
+            counts[next((f"`{function}` ({module})" for function, file in reversed(frames)
+                         if (module := ours(file)) is not None), "(none of ours on the stack)")] += count
+        return counts
+
+    def us(self, count: int) -> float:
+        return count / self.samples * self.cpu_us if self.samples else 0.0
+
+
+def summarise(profiles: list[Profile], top: int) -> str:
+    """One table of components with a column per target, then each of our targets' own functions."""
+    lines = [f"- **{TARGETS[p.target]}**: {p.samples} samples, {p.cpu_us:.0f} µs of server CPU per call, "
+             f"{p.rate:.0f} calls/s, {p.errors} errors, load average {p.loadavg:.1f}" for p in profiles]
+    counts = [p.components() for p in profiles]
+    names = sorted(set().union(*counts), key=lambda n: -max(p.us(c[n]) for p, c in zip(profiles, counts, strict=True)))
+    lines += ["", "| component | " + " | ".join(f"{TARGETS[p.target]}: µs per call (share)" for p in profiles) + " |",
+              "|---|" + "---|" * len(profiles)]
+    lines += [f"| {name} | " + " | ".join(f"{p.us(c[name]):.0f} ({c[name] / p.samples:.0%})"
+                                         for p, c in zip(profiles, counts, strict=True)) + " |" for name in names]
+    lines.append("| **all but the upstream request** | " + " | ".join(
+        f"**{p.cpu_us - p.us(c[UPSTREAM]):.0f}**" for p, c in zip(profiles, counts, strict=True)) + " |")
+    for profile in profiles:
+        if profile.target.startswith("bare"):
+            continue
+        lines += ["", f"{TARGETS[profile.target]}: the deepest of our functions on the stack (it and the library "
+                  "calls it made)", "", "| function | µs per call (share) |", "|---|---|"]
+        lines += [f"| {name} | {profile.us(count):.0f} ({count / profile.samples:.1%}) |"
+                  for name, count in profile.deepest_ours().most_common(top)]
     return "\n".join(lines)
+
+
+def profile(target: str, server: ServerProcess, job: LoadJob, duration: float, rate: int, raw: Path | None) -> Profile:
+    """Sample `server` while the load runs, from when the load has connected and warmed up."""
+    results: list[LoadResult] = []
+    load = threading.Thread(target=lambda: results.append(run_load_process(job)))
+    load.start()
+    time.sleep(SETTLE)
+    with tempfile.TemporaryDirectory(prefix="py-spy-") as folder:
+        out = Path(folder) / "profile.txt"
+        subprocess.run([str(PY_SPY), "record", "--nonblocking", "--full-filenames", "--format", "raw", "--rate",
+                        str(rate), "--duration", str(int(duration)), "--output", str(out), "--pid",
+                        str(server.process.pid)], check=True, capture_output=True, timeout=duration + 60)
+        text = out.read_text()
+    load.join(timeout=duration + 300)
+    if raw is not None:
+        raw.with_name(f"{raw.name}.{target}").write_text(text)
+    result = results[0]
+    return Profile(target, parse(text), result.server_cpu / result.in_window * 1e6 if result.in_window else 0.0,
+                   result.rate, result.error_count + result.connect_failures, os.getloadavg()[0])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", choices=("ours", "bare"), default="ours")
-    parser.add_argument("--src", type=Path, help="a source tree (its src/) of our server to run instead")
-    parser.add_argument("--hide-httptools", action="store_true", help="the server parses HTTP with h11")
+    parser.add_argument("--targets", default="ours,bare", help=f"comma-separated, in turn: {', '.join(PROFILED)}")
+    parser.add_argument("--before", type=Path, help="a source tree (its src/) of our server, the `before` target")
     parser.add_argument("--method", choices=("tools/call", "tools/list"), default="tools/call")
     parser.add_argument("--mode", choices=tuple(ERAS), default="auto")
     parser.add_argument("--concurrency", type=int, default=10)
-    parser.add_argument("--duration", type=float, default=20.0, help="seconds sampled")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds sampled per target")
     parser.add_argument("--rate", type=int, default=250, help="samples per second")
-    parser.add_argument("--top", type=int, default=25, help="our functions listed")
-    parser.add_argument("--raw", type=Path, help="also keep py-spy's raw stacks in this file")
+    parser.add_argument("--top", type=int, default=15, help="our functions listed")
+    parser.add_argument("--raw", type=Path, help="also keep py-spy's raw stacks, in PATH.<target>")
     args = parser.parse_args(argv)
-    if not 1 <= args.concurrency <= 200 or not 1 <= args.duration <= 120 or not 10 <= args.rate <= 1000:
-        parser.error("concurrency 1-200, duration 1-120 s, rate 10-1000 Hz")
-    tokens, users = lay_out_tokens(args.concurrency)
-    config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=15, org_id=ORG_ID)
+    targets = [t for t in args.targets.split(",") if t]
+    if not 1 <= args.concurrency <= 200 or not 1 <= args.duration <= 120 or not 10 <= args.rate <= 1000 \
+            or not targets or set(targets) - set(PROFILED) or ("before" in targets and args.before is None):
+        parser.error(f"concurrency 1-200, duration 1-120 s, rate 10-1000 Hz, targets among {', '.join(PROFILED)} "
+                     "(before needs --before)")
+    profiles = []
     with ExitStack() as stack:
-        sandbox = stack.enter_context(SandboxServer(config))
-        fixtures = create_fixtures(sandbox, users)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
-        env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS}
-        if args.src is not None:
-            env["PYTHONPATH"] = str(args.src)
-        if args.hide_httptools:
-            env = without_httptools(env, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="no-httptools-"))))
-        server: ServerProcess = (bare_server(env, sandbox.url, ORG_ID) if args.target == "bare"
-                                 else mcp_server("profiled", env, "--auth", "request"))
-        stack.callback(server.stop)
+        setup = set_up(stack, args.concurrency)
         method: Method = args.method
-        tenants = tuple(Tenant({"Authorization": f"Bearer {f.token}", "X-Organization-Id": str(ORG_ID)},
-                               (Call(method, "get_agent_run", {"agent_run_id": f.run_ids[0]})
-                                if method == "tools/call" else Call(method),))
-                        for f in fixtures[:args.concurrency])
-        settle = 5.0  # seconds for the load to connect and warm up before sampling starts
-        job = LoadJob(f"{server.url}/mcp", args.mode, tenants, args.duration + settle, 3,
-                      server_pids=(server.process.pid,))
-        results: list[LoadResult] = []
-        load = threading.Thread(target=lambda: results.append(run_load_process(job)))
-        load.start()
-        time.sleep(settle)
-        out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="py-spy-"))) / "profile.txt"
-        subprocess.run([str(PY_SPY), "record", "--nonblocking", "--full-filenames", "--format", "raw", "--rate",
-                        str(args.rate), "--duration", str(int(args.duration)), "--output", str(out), "--pid",
-                        str(server.process.pid)], check=True, capture_output=True, timeout=args.duration + 60)
-        load.join(timeout=args.duration + 300)
-        result = results[0]
-        cpu_us = result.server_cpu / result.in_window * 1e6 if result.in_window else 0.0
-        print(f"{args.target}{' ' + str(args.src) if args.src else ''}{' (h11)' if args.hide_httptools else ''}, "
-              f"{ERAS[args.mode]} {method} c={args.concurrency}: {result.rate:.0f} calls/s, errors "
-              f"{result.error_count}, load average {os.getloadavg()[0]:.1f}")
-        raw = out.read_text()
-        if args.raw is not None:
-            args.raw.write_text(raw)
-        print(summarise(parse(raw), cpu_us, args.top))
+        tenants = tuple(callers(setup.fixtures, method, args.concurrency))
+        for target in targets:
+            server = start(target, setup.env, args.before, method == "tools/list", setup.hidden)
+            try:
+                job = LoadJob(f"{server.url}/mcp", args.mode, tenants, args.duration + SETTLE, 3,
+                              server_pids=(server.process.pid,))
+                profiles.append(profile(target, server, job, args.duration, args.rate, args.raw))
+            finally:
+                server.stop()
+            setup.sandbox.state.limiter.reset()
+    print(f"{ERAS[args.mode]} `{method}`, {args.concurrency} callers, {args.duration:g} s at {args.rate} Hz per "
+          f"target ({command_line('serving_profile.py', argv)})\n")
+    print(summarise(profiles, args.top))
     return 0
 
 
