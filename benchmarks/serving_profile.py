@@ -43,7 +43,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("ours: tool call, arguments, results", r"agent_automation_mcp/(server\.py|tools/)"),
     ("ours: API client, credentials, transport, pacing", r"agent_automation_mcp/(api/|pacing/|caching\.py)"),
     ("ours: other", r"agent_automation_mcp/"),
-    ("HTTP parsing (uvicorn protocol, h11, httptools)", r"uvicorn/protocols/|/h11/|httptools"),
+    ("HTTP parsing and uvicorn's protocol (h11 or httptools)", r"uvicorn/protocols/|/h11/|httptools"),
     ("uvicorn, other", r"/uvicorn/"),
     ("event loop (asyncio, uvloop)", r"/asyncio/|uvloop"),
     ("anyio", r"/anyio/"),
@@ -57,14 +57,18 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 UPSTREAM = "the upstream request (httpx2, httpcore2 and its socket writes and reads)"
 UPSTREAM_FILES = re.compile(r"/httpx2/|/httpcore")
+SENDING = "uvicorn sending the answer (its bytes, the socket write)"
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 
 def component(frames: list[tuple[str, str]]) -> str:
     """The upstream request's client wherever it is on the stack (its socket calls run in anyio's frames), else
-    what the running frame belongs to."""
+    what the running frame belongs to, with uvicorn's sending apart from its parsing."""
     if any(UPSTREAM_FILES.search(file) for _, file in frames):
         return UPSTREAM
+    function, file = frames[-1]
+    if function == "RequestResponseCycle.send" and "uvicorn/protocols/" in file:
+        return SENDING  # mostly `transport.write`, which uvloop sends at once: kernel time, whatever the parser
     return next(name for name, pattern in COMPONENTS if re.search(pattern, frames[-1][1]))
 
 
