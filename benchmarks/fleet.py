@@ -52,6 +52,28 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree(pid: int) -> tuple[int, ...]:
+    """A process and its descendants (a server that serves from worker processes, like Granian), from /proc."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            found += process_tree(int(child))
+    return tuple(found)
+
+
+def without_httptools(env: Mapping[str, str], folder: Path) -> dict[str, str]:
+    """`env` for a server in which `import httptools` fails, so uvicorn parses HTTP with h11, as it did before
+    httptools was a dependency: a package of that name ahead of the installed one that refuses to import."""
+    (folder / "httptools").mkdir(exist_ok=True)
+    (folder / "httptools" / "__init__.py").write_text("raise ImportError('hidden for the benchmark')\n")
+    paths = [str(folder), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return dict(env) | {"PYTHONPATH": os.pathsep.join(paths)}
+
+
 class ServerProcess:
     """A command that serves on `port` of 127.0.0.1; started at once, ready when the port accepts."""
 

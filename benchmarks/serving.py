@@ -1,14 +1,19 @@
 """Serving cost over HTTP: our server's `tools/call` and `tools/list` rates against the SDK's bare server's.
 
     .venv/bin/python benchmarks/serving.py [--duration 5] [--concurrency 1,10,50] [--modes auto,legacy]
-                                           [--before SRC] [--write docs/benchmarks.md]
+                                           [--before SRC] [--targets bare,ours,...] [--write docs/benchmarks.md]
 
 One sandbox (limits far above the load, so pacing never waits), our server (`serve --transport http --auth
-request`), the SDK's bare server (benchmarks/bare_server.py) and, with `--before SRC`, our server again from
-another source tree (e.g. `git archive main src | tar -x -C /tmp/main`), all started in this run. A separate load
+request`), the SDK's bare server (benchmarks/bare_server.py, on the same event loop and HTTP parser) and, with
+`--before SRC`, our server again from another source tree (e.g. `git worktree add /tmp/before COMMIT`, then
+`--before /tmp/before/src`), served on h11 as it was before httptools was a dependency; `--targets` adds our
+server on h11 (`ours-h11`) and the bare server on h11 or Granian (`bare-h11`, `bare-granian`), all started in
+this run. A separate load
 process (benchmarks/http_load.py) runs C tenants, each its own token and SDK `Client`, one call in flight each,
 back to back, in each protocol era: `get_agent_run` on a run of its own, or `tools/list`. The bare server is the
-cost floor: the SDK's own serving and one upstream request, nothing of ours.
+cost floor: the SDK's own serving and one upstream request, nothing of ours. Each target's CPU per call is
+compared with the bare server's in the same round (the targets take turns), and the ratio's median and spread
+over the rounds are reported: steadier than calls/s on shared cores.
 """
 
 from __future__ import annotations
@@ -18,21 +23,23 @@ import itertools
 import os
 import statistics
 import sys
+import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet import ServerProcess, bare_server, mcp_server
+from fleet import ServerProcess, bare_server, mcp_server, process_tree, without_httptools
 from http_load import ERAS, Call, LoadJob, LoadResult, Method, Tenant, run_load_process
 from report import command_line, publish
-from tenants import ORG_ID, create_fixtures, lay_out_tokens
+from tenants import ORG_ID, TenantFixture, create_fixtures, lay_out_tokens
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from remote import RATE_LIMITS
 
 METHODS: tuple[Method, ...] = ("tools/call", "tools/list")
-TARGETS = {"bare": "bare SDK", "ours": "this server", "before": "before"}
+TARGETS = {"bare": "bare SDK", "ours": "this server", "before": "before", "ours-h11": "this server on h11",
+           "bare-h11": "bare SDK on h11", "bare-granian": "bare SDK on Granian"}
 
 
 @dataclass
@@ -52,29 +59,75 @@ class Row:
 
     @property
     def cpu_ms(self) -> float:
-        return statistics.median(load.server_cpu / load.in_window * 1000 if load.in_window else 0.0
-                                 for load in self.loads)
+        return statistics.median(self.cpu_per_round)
+
+    @property
+    def cpu_per_round(self) -> list[float]:
+        """Milliseconds of server CPU per call, round by round."""
+        return [load.server_cpu / load.in_window * 1000 if load.in_window else 0.0 for load in self.loads]
 
     @property
     def errors(self) -> int:
         return sum(load.error_count + load.connect_failures for load in self.loads)
 
 
-def start(target: str, env: dict[str, str], before: Path | None) -> ServerProcess:
-    if target.startswith("bare"):  # listing our tools, it could not answer their calls in their output schemas
-        return bare_server(env, env["AGENT_AUTOMATION_BASE_URL"], ORG_ID, *(["--our-list"] if target == "bare list"
-                                                                              else []))
+@dataclass
+class Setup:
+    """The sandbox, a run of its own for each tenant, and what the servers start with."""
+
+    sandbox: SandboxServer
+    fixtures: list[TenantFixture]
+    env: dict[str, str]
+    hidden: Path  # where `without_httptools` puts its stand-in
+
+
+def set_up(stack: ExitStack, tenants: int) -> Setup:
+    """A sandbox (limits far above the load) with `tenants` users, each with a token and runs of their own."""
+    tokens, users = lay_out_tokens(tenants)
+    config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=15, org_id=ORG_ID)
+    sandbox = stack.enter_context(SandboxServer(config))
+    fixtures = create_fixtures(sandbox, users)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
+    env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS}
+    return Setup(sandbox, fixtures, env, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="no-httptools-"))))
+
+
+def callers(fixtures: list[TenantFixture], method: Method, concurrency: int) -> list[Tenant]:
+    """The first `concurrency` tenants, each calling `get_agent_run` on a run of its own, or `tools/list`."""
+    return [Tenant({"Authorization": f"Bearer {f.token}", "X-Organization-Id": str(ORG_ID)},
+                   (Call(method, "get_agent_run", {"agent_run_id": f.run_ids[0]})
+                    if method == "tools/call" else Call(method),))
+            for f in fixtures[:concurrency]]
+
+
+def start(target: str, env: dict[str, str], before: Path | None, listing: bool, hidden: Path) -> ServerProcess:
+    """`listing`: the bare server lists our tools (it could not answer their calls in their output schemas)."""
+    if target in ("before", "ours-h11", "bare-h11"):
+        env = without_httptools(env, hidden)
+    if target.startswith("bare"):
+        return bare_server(env, env["AGENT_AUTOMATION_BASE_URL"], ORG_ID, *(["--our-list"] if listing else []),
+                           *(["--stack", "granian"] if target == "bare-granian" else []))
     if target == "before":
         assert before is not None
-        env = env | {"PYTHONPATH": str(before)}  # ahead of the installed package: the other tree's code
+        env = env | {"PYTHONPATH": os.pathsep.join([str(before), env["PYTHONPATH"]])}  # the other tree's code first
     return mcp_server(TARGETS[target], env, "--auth", "request")
 
 
 def measure(server: ServerProcess, row: Row, tenants: list[Tenant], duration: float, warmup: int) -> None:
-    job = LoadJob(f"{server.url}/mcp", row.mode, tuple(tenants), duration, warmup, server_pids=(server.process.pid,),
+    job = LoadJob(f"{server.url}/mcp", row.mode, tuple(tenants), duration, warmup,
+                  server_pids=process_tree(server.process.pid),
                   secrets=tuple(t.headers["Authorization"] for t in tenants))
     row.loads.append(run_load_process(job))
     row.loadavgs.append(os.getloadavg()[0])
+
+
+def cpu_ratios(row: Row, base: Row) -> list[float]:
+    """The target's CPU per call over the bare server's, round by round (the two ran in the same round)."""
+    return [mine / theirs for mine, theirs in zip(row.cpu_per_round, base.cpu_per_round, strict=True) if theirs]
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}× ({min(values):.2f}–{max(values):.2f})" if values else "—"
 
 
 def render(rows: list[Row], targets: list[str], command: str, machine_load: float, duration: float,
@@ -82,7 +135,12 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
     by = {(r.mode, r.method, r.concurrency, r.target): r for r in rows}
     ours = [t for t in targets if t != "bare"]
     head = ["era", "method", "concurrency", "bare SDK calls/s (CPU per call)"]
-    head += [f"{TARGETS[t]} calls/s (CPU per call)" for t in ours] + [f"{TARGETS[t]} / bare" for t in ours]
+    head += [f"{TARGETS[t]} calls/s (CPU per call)" for t in ours]
+    head += [f"{TARGETS[t]} / bare: CPU per call (spread), calls/s" for t in ours]
+    stacks = {"before": "h11, as it was served before httptools was a dependency",
+              "ours-h11": "this code with httptools hidden, so uvicorn parses with h11",
+              "bare-h11": "the bare server on h11", "bare-granian": "the bare server's app on Granian 2 (Rust: hyper "
+              "and tokio; one worker process, uvloop, single-threaded runtime), the worker's CPU included"}
     lines = [
         "## Serving cost over HTTP", "",
         f"Produced by `{command}` on loopback, {os.cpu_count()} cores shared with other work (1-minute load average "
@@ -94,11 +152,13 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
         "run of the tenant's own, `tools/list` the whole list, past the client's cache (both servers list the same 19 "
         "definitions: the bare server answers with ours, built once at its start, through the SDK's own "
         "handler). **calls/s**: calls that ended in the window; **CPU per call**: the server "
-        "process's CPU time in the window over those calls. The bare SDK server (`benchmarks/bare_server.py`) "
-        "forwards the call and returns the service's JSON: no pacing, token check, typed models or error shape; it "
-        "runs on asyncio's loop, as the SDK's `run_streamable_http_async` does, and this server on uvloop "
+        "process's CPU time in the window over those calls; **/ bare**: a target's CPU per call over the bare "
+        "server's in the same round, the median of the rounds and (in brackets) their smallest and largest, then "
+        "the ratio of the calls/s medians. The bare SDK server (`benchmarks/bare_server.py`) forwards the call to "
+        "the same sandbox and returns the service's JSON: no pacing, token check, typed models or error shape. "
+        "Both run the SDK's Streamable HTTP app under uvicorn on uvloop with the httptools parser "
         "(`remote/serve.py`)."
-        + (" **before**: our server run from the source tree given to `--before`." if "before" in targets else ""),
+        + "".join(f" **{TARGETS[t]}**: {stacks[t]}." for t in ours if t in stacks),
         "", "| " + " | ".join([*head, "errors", "load avg"]) + " |", "|" + "---|" * (len(head) + 2)]
     keys = dict.fromkeys((r.mode, r.method, r.concurrency) for r in rows)
     for mode, method, concurrency in keys:
@@ -106,10 +166,11 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
         base = by.get((mode, method, concurrency, "bare"))
         found = [by.get((mode, method, concurrency, t)) for t in targets]
         for row in found:
-            cells.append(f"{row.rate:.0f} ({row.cpu_ms:.1f} ms)" if row else "—")
+            cells.append(f"{row.rate:.0f} ({row.cpu_ms:.2f} ms)" if row else "—")
         for target in ours:
             row = by.get((mode, method, concurrency, target))
-            cells.append(f"{row.rate / base.rate:.2f}×" if row and base and base.rate else "—")
+            cells.append(f"{spread(cpu_ratios(row, base))}, {row.rate / base.rate:.2f}×"
+                         if row and base and base.rate else "—")
         errors = sum(r.errors for r in found if r)
         loads = " / ".join(f"{statistics.median(r.loadavgs):.1f}" for r in found if r)
         lines.append("| " + " | ".join([*cells, str(errors), loads]) + " |")
@@ -119,27 +180,24 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
             pairs = [(r, by.get((r.mode, method, r.concurrency, "bare"))) for r in rows
                      if r.target == target and r.method == method]
             rates = [r.rate / b.rate for r, b in pairs if b and b.rate]
-            cpu = [r.cpu_ms / b.cpu_ms for r, b in pairs if b and b.cpu_ms]
+            cpu = [ratio for r, b in pairs if b for ratio in cpu_ratios(r, b)]
             if rates and cpu:
-                lines.append(f"- {TARGETS[target]}, `{method}`: {min(rates):.2f}× to {max(rates):.2f}× the bare SDK "
-                             f"server's rate; CPU per call {min(cpu):.2f}× to {max(cpu):.2f}× its.")
-    short = [f"{ERAS[r.mode]} `{r.method}` at {r.concurrency}" for r in rows if r.target == "ours"
-             and (base := by.get((r.mode, r.method, r.concurrency, "bare"))) and base.rate and r.rate < 0.8 * base.rate]
-    if short:
-        lines.append(f"- Under 0.8× the bare server's rate: {', '.join(short)}. What bounds it is this server's own "
-                     "work per call (its CPU per call in the same row), which the bare server does not do: the Host, "
-                     "Origin and token checks, pacing, the typed model of the answer and the error shape; at "
-                     "concurrency 1 the rate is one call's round trip, so every part of that work shows in it.")
-    spreads = [(max(rates) - min(rates)) / statistics.median(rates) for r in rows
-               if (rates := [load.rate for load in r.loads]) and statistics.median(rates)]
-    if spreads:
-        lines.append(f"- Noise: the rounds of one target in one cell spread over {statistics.median(spreads):.0%} of "
-                     f"their median (max - min; up to {max(spreads):.0%}), so a difference between two columns "
-                     "smaller than that is not shown to be real.")
+                lines.append(f"- {TARGETS[target]}, `{method}`: CPU per call {min(cpu):.2f}× to {max(cpu):.2f}× the "
+                             f"bare SDK server's over every round of every row (median {statistics.median(cpu):.2f}×); "
+                             f"{min(rates):.2f}× to {max(rates):.2f}× its rate.")
+    cpu_spreads = [(max(v) - min(v)) / statistics.median(v) for r in rows if r.target != "bare"
+                   and (b := by.get((r.mode, r.method, r.concurrency, "bare"))) and (v := cpu_ratios(r, b))]
+    rate_spreads = [(max(rates) - min(rates)) / statistics.median(rates) for r in rows
+                    if (rates := [load.rate for load in r.loads]) and statistics.median(rates)]
+    if cpu_spreads and rate_spreads:
+        lines.append(f"- Noise: across the rounds of one cell the CPU-per-call ratio to the bare server spread over "
+                     f"{statistics.median(cpu_spreads):.0%} of its median (max - min; up to {max(cpu_spreads):.0%}), "
+                     f"a target's calls/s over {statistics.median(rate_spreads):.0%} (up to {max(rate_spreads):.0%}): "
+                     "a difference smaller than that is not shown to be real.")
     lines += [
         "- On 2 shared cores the load process (an SDK `Client` per tenant, parsing every answer) is often the "
-        "bottleneck, and other work shifts the rates from row to row: the CPU per call of each server process is "
-        "the steadier comparison.",
+        "bottleneck, and other work shifts the rates from row to row: the CPU per call of each server process, "
+        "against the bare server's in the same round, is the steadier comparison.",
     ]
     return "\n".join([*lines, ""])
 
@@ -153,44 +211,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(ERAS), help="client modes: auto (2026-07-28), legacy")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--before", type=Path, help="a source tree (its src/) of our server to measure as well")
+    parser.add_argument("--targets", default="", help=f"more targets, comma-separated: {', '.join(list(TARGETS)[3:])}")
     parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",") if c]
     modes = [m for m in args.modes.split(",") if m]
     methods = [m for m in args.methods.split(",") if m]
+    extra = [t for t in args.targets.split(",") if t]
     if not all(1 <= c <= 200 for c in levels) or set(modes) - set(ERAS) or set(methods) - set(METHODS) \
-            or not 0 < args.duration <= 120 or not 1 <= args.rounds <= 20:
-        parser.error("concurrency 1-200, modes auto/legacy, methods tools/call,tools/list, duration up to 120 s")
-    targets = ["bare", "ours", *(["before"] if args.before else [])]
+            or not 0 < args.duration <= 120 or not 1 <= args.rounds <= 20 or set(extra) - set(list(TARGETS)[3:]):
+        parser.error("concurrency 1-200, modes auto/legacy, methods tools/call,tools/list, duration up to 120 s, "
+                     f"targets among {', '.join(list(TARGETS)[3:])}")
+    targets = ["bare", "ours", *(["before"] if args.before else []), *extra]
     machine_load = os.getloadavg()[0]
-    tokens, users = lay_out_tokens(max(levels))
-    config = SandboxConfig(tokens=tokens, rate_limits=parse_rate_limits(RATE_LIMITS), seed=15, org_id=ORG_ID)
     rows: list[Row] = []
     with ExitStack() as stack:
-        sandbox = stack.enter_context(SandboxServer(config))
-        fixtures = create_fixtures(sandbox, users)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
-        env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS}
-        servers = {}
-        for target in ["bare list", *targets]:
-            servers[target] = start(target, env, args.before)
-            stack.callback(servers[target].stop)
+        setup = set_up(stack, max(levels))
+        servers: dict[tuple[str, bool], ServerProcess] = {}
+        for target, listing in itertools.product(targets, dict.fromkeys(m == "tools/list" for m in methods)):
+            if listing and not target.startswith("bare") and (target, False) in servers:
+                servers[target, True] = servers[target, False]  # ours lists its own tools
+                continue
+            servers[target, listing] = start(target, setup.env, args.before, listing, setup.hidden)
+            stack.callback(servers[target, listing].stop)
         for mode, method, concurrency in itertools.product(modes, methods, levels):
-            tenants = [Tenant({"Authorization": f"Bearer {f.token}", "X-Organization-Id": str(ORG_ID)},
-                              (Call(method, "get_agent_run", {"agent_run_id": f.run_ids[0]})
-                               if method == "tools/call" else Call(method),))
-                       for f in fixtures[:concurrency]]
+            tenants = callers(setup.fixtures, method, concurrency)
             cell = {target: Row(mode, method, concurrency, target) for target in targets}
             rows += cell.values()
             for turn in range(args.rounds):
                 for target in targets[turn % len(targets):] + targets[:turn % len(targets)]:
-                    sandbox.state.limiter.reset()
-                    server = servers["bare list" if target == "bare" and method == "tools/list" else target]
-                    measure(server, cell[target], tenants, args.duration, args.warmup_calls)
+                    setup.sandbox.state.limiter.reset()
+                    measure(servers[target, method == "tools/list"], cell[target], tenants, args.duration,
+                            args.warmup_calls)
                     load = cell[target].loads[-1]
                     print(f"{ERAS[mode]} {method} c={concurrency} {target} round {turn + 1}: {load.rate:.0f}/s, "
-                          f"errors {load.errors or 0} {load.error_samples[:1] or ''}, "
-                          f"load {cell[target].loadavgs[-1]:.1f}", flush=True)
+                          f"{cell[target].cpu_per_round[-1]:.2f} ms CPU per call, errors {load.errors or 0} "
+                          f"{load.error_samples[:1] or ''}, load {cell[target].loadavgs[-1]:.1f}", flush=True)
     publish(render(rows, targets, command_line("serving.py", argv), machine_load, args.duration, args.rounds),
             args.write)
     return 0

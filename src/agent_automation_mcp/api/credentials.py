@@ -12,17 +12,16 @@ class Credentials:
 
     token: str = field(repr=False)
     org_id: int | None = None
+    # A stable, non-reversible name for the token (pacing keys, logs, verdicts): hashed once here, not at each of
+    # the several places one call asks for it.
+    token_key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # An HTTP header carries printable ASCII only; anything else would fail deep in the HTTP stack, in an
         # exception that quotes the header, token included.
         if not self.token or not self.token.isascii() or not self.token.isprintable() or " " in self.token:
             raise ValueError("an API token must be a non-empty string of printable ASCII without spaces")
-
-    @property
-    def token_key(self) -> str:
-        """A stable, non-reversible name for the token (pacing keys, logs)."""
-        return hashlib.sha256(self.token.encode()).hexdigest()[:24]
+        object.__setattr__(self, "token_key", hashlib.sha256(self.token.encode()).hexdigest()[:24])
 
     @property
     def authorization(self) -> str:

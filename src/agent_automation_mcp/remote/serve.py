@@ -78,6 +78,18 @@ def run_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str
                                  per_request_auth=per_request_auth, metrics=metrics), backend_options=loop_options())
 
 
+def http_protocol() -> str:
+    """uvicorn's HTTP/1.1 parser: `httptools` (llhttp, in C) where it is installed (a dependency on CPython), else
+    h11, in Python: with uvicorn's protocol code around it, 7 % of a remote call's CPU against 2 % with httptools
+    (docs/benchmarks.md, "Serving cost over HTTP"). Imported, not only found, so a broken install falls back
+    rather than failing at the first request."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return "h11"
+    return "httptools"
+
+
 def loop_options() -> dict[str, Any]:
     """uvloop where it is installed (a dependency everywhere but Windows): asyncio's own loop, in Python, was the
     largest single share of a remote call's CPU, a fifth of it (docs/benchmarks.md, "Serving cost over HTTP")."""
@@ -91,7 +103,8 @@ async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, h
                     lifecycle=lifecycle)
     # log_config=None: uvicorn's lines go through our handlers, in our format (JSON included); access_log=False:
     # remote/access.py writes the one line per request.
-    config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_config=None, access_log=False,
+    config = uvicorn.Config(app, host=host.strip("[]"), port=port, http=http_protocol(), log_config=None,
+                            access_log=False,
                             timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on",
                             # X-Forwarded-For names the client (for the strangers' budget) only from a trusted proxy.
                             proxy_headers=bool(remote.trusted_proxies),

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Annotated, Any, Final, Self, TypeVar
 
 from mcp.types import CallToolResult, TextContent
@@ -34,8 +35,16 @@ PageLimit = Annotated[Limit, Field(description="Page size.")]
 def instant(value: Any) -> datetime | None:
     """A timestamp the service sent, zone-aware: some come without a zone (`2025-06-21 11:20:04.338398`), and those
     are UTC. None when it is not one."""
-    if not isinstance(value, str):
-        return None
+    return _parsed(value) if isinstance(value, str) else None
+
+
+def _with_offset(value: Any) -> Any:
+    """Timestamps in ISO 8601 with the offset said (`2025-06-21T11:20:04.338398+00:00`); anything unreadable kept."""
+    return _utc_iso(value) if isinstance(value, str) else value
+
+
+@lru_cache(maxsize=4096)  # a result's timestamps are read two or three times: our models, then the SDK's check
+def _parsed(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -43,9 +52,9 @@ def instant(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _with_offset(value: Any) -> Any:
-    """Timestamps in ISO 8601 with the offset said (`2025-06-21T11:20:04.338398+00:00`); anything unreadable kept."""
-    moment = instant(value)
+@lru_cache(maxsize=4096)
+def _utc_iso(value: str) -> str:
+    moment = _parsed(value)
     return value if moment is None else moment.isoformat()
 
 
