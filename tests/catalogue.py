@@ -72,7 +72,8 @@ CASES: Final[tuple[ToolCase, ...]] = (
     _case("remove_from_pull_request", "checks", "destroys", agent_run_id=RUN_WITH_PR),
     _case("edit_pull_request", "pulls", "destroys", ("edit_pull_request_simple",), pr_id=PR_ID, state="open"),
     _case("get_check_suite_settings", "settings", repo_id=REPO_ID),
-    _case("update_check_suite_settings", "settings", "writes", repo_id=REPO_ID, check_retry_count=2),
+    _case("update_check_suite_settings", "settings", "writes",  # reads first, to say what changed
+          sends=("get_check_suite_settings", "update_check_suite_settings"), repo_id=REPO_ID, check_retry_count=2),
     _case("list_organizations", "org"),
     _case("list_users", "org"),
     _case("get_user", "org", sends=("get_current_user",)),
@@ -85,7 +86,8 @@ CASES: Final[tuple[ToolCase, ...]] = (
     _case("revoke_oauth_tokens", "oauth", "destroys", ("get_oauth_token_status", "revoke_oauth_tokens"),
           provider="github"),
     _case("get_webhook", "webhooks"),
-    _case("set_webhook", "webhooks", "writes", url=HOOK_URL),
+    _case("set_webhook", "webhooks", "writes",  # reads first, to say whether a secret is removed
+          sends=("get_webhook", "set_webhook"), url=HOOK_URL),
     _case("delete_webhook", "webhooks", "destroys"),
     _case("test_webhook", "webhooks", "writes", url=HOOK_URL),
 )

@@ -16,18 +16,15 @@ from typing import Final
 from urllib.parse import unquote
 
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
-from mcp.server.auth.provider import RegistrationError
 from mcp.shared.auth import OAuthClientInformationFull
 from starlette.requests import Request
 
+from .client_rules import check_metadata
 from .documents import MetadataDocuments, is_document_url
-from .redirects import redirect_uri_problem
 from .store import Store
 
 PENDING_CLIENT_SECONDS: Final = 3600  # a registration must lead to a sign-in within this time
 CLIENT_SECONDS: Final = 90 * 86400  # a client that signs in is kept this long after its last sign-in
-MAX_REDIRECT_URIS: Final = 10
-MAX_NAME_CHARS: Final = 200
 
 
 def _secret_hash(secret: str) -> str:
@@ -63,21 +60,6 @@ class Clients:
         raw = await self.store.get(f"client:{client_id}")
         if raw is not None:
             await self.store.put(f"client:{client_id}", raw, CLIENT_SECONDS)
-
-
-def check_metadata(client: OAuthClientInformationFull) -> None:
-    """What a registration (or a metadata document) must satisfy beyond the SDK's model."""
-    uris = [str(uri) for uri in client.redirect_uris or []]
-    if not uris or len(uris) > MAX_REDIRECT_URIS:
-        raise RegistrationError("invalid_redirect_uri", f"register 1 to {MAX_REDIRECT_URIS} redirect URIs")
-    for uri in uris:
-        problem = redirect_uri_problem(uri)
-        if problem is not None:
-            raise RegistrationError("invalid_redirect_uri", problem)
-    if client.client_name is not None and len(client.client_name) > MAX_NAME_CHARS:
-        raise RegistrationError("invalid_client_metadata", f"client_name is at most {MAX_NAME_CHARS} characters")
-    if len(client.scope or "") > 1000:
-        raise RegistrationError("invalid_client_metadata", "scope is too long")
 
 
 class SecretHashAuthenticator(ClientAuthenticator):

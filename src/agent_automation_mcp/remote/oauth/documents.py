@@ -25,6 +25,7 @@ from mcp.server.auth.provider import RegistrationError
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import ValidationError
 
+from .client_rules import check_metadata
 from .store import Store
 
 logger = logging.getLogger(__name__)
@@ -65,8 +66,6 @@ class MetadataDocuments:
         return client
 
     async def _fetch(self, url: str) -> OAuthClientInformationFull:
-        from .clients import check_metadata  # clients imports this module
-
         with anyio.fail_after(FETCH_SECONDS):
             body = await self._body(url)
         try:

@@ -20,13 +20,13 @@ from ...api.transport import ApiTransport
 from ...config import RemoteSettings
 from ...headers import AUTHORIZATION, ORGANIZATION
 from ..verdicts import TokenVerdicts
+from .client_rules import is_loopback_url
 from .clients import Clients
 from .documents import MetadataDocuments
 from .endpoints import Endpoints
 from .grants import Grants, SignedIn, is_ours
 from .limits import AddressBudgets
 from .metadata import ServerMetadata
-from .redirects import is_loopback_url
 from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
 
