@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -101,3 +102,16 @@ def error_of(result: Any) -> dict[str, Any]:
         "kind", "status", "message", "retry_after_seconds", "details", "hint"}
     assert len(result.content) == 1 and "\n" not in result.content[0].text
     return error
+
+
+async def thirty_waiting_calls(client: Client, run_id: int) -> list[Any]:
+    """Thirty `get_agent_run` calls at once, each waiting on the run, so that all are in flight together."""
+    calls: list[Any] = []
+
+    async def caller() -> None:
+        calls.append(await client.call_tool("get_agent_run", {"agent_run_id": run_id, "wait_seconds": 1}))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(30):
+            group.start_soon(caller)
+    return calls

@@ -6,7 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import MODES, HttpServer, clean_env, error_of
+from harness import MODES, HttpServer, clean_env, error_of, thirty_waiting_calls
 from mcp import Client, MCPError
 from mcp.client.session import ClientRequestContext
 from mcp.types import ElicitRequestParams, ElicitResult
@@ -88,14 +88,6 @@ async def test_thirty_parallel_calls_with_the_servers_own_token_are_never_capped
     """`--auth env` (the default on loopback) serves the one configured user: the per-tenant cap is not theirs."""
     async with Client(http_server.url) as client:
         run = await client.call_tool("create_agent_run", {"prompt": "Keep thirty callers busy"})
-        calls: list[Any] = []
-
-        async def caller() -> None:  # each waits for the run, so all thirty are in flight at once
-            calls.append(await client.call_tool("get_agent_run", {"agent_run_id": run.structured_content["id"],
-                                                                  "wait_seconds": 1}))
-
-        async with anyio.create_task_group() as group:
-            for _ in range(30):
-                group.start_soon(caller)
+        calls = await thirty_waiting_calls(client, run.structured_content["id"])
     refused = [call for call in calls if call.is_error]
     assert len(calls) == 30 and not refused, error_of(refused[0])

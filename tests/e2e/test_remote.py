@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from redis import Redis
 from agent_automation_mcp.api.credentials import Credentials
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from pacing.redis_server import RedisServer
+from pacing.redis_server import RedisServer, running_redis
 
 ALICE, BOB, CAROL = "tok-alice-org1", "tok-bob-org2", "tok-carol-both"  # Carol belongs to both organisations
 MODERN_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
@@ -312,13 +311,8 @@ def test_idle_http_sessions_are_not_kept(remote: HttpServer) -> None:
 
 @pytest.fixture
 def redis() -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    server = RedisServer(binary)
-    server.start()
-    yield server
-    server.stop()
+    with running_redis() as server:
+        yield server
 
 
 @pytest.mark.anyio

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
-from harness import MODES, clean_env, error_of, sandbox_env, stdio_server
+from harness import MODES, clean_env, error_of, sandbox_env, stdio_server, thirty_waiting_calls
 from mcp import Client, MCPError
 from scenario import check_every_tool
 
@@ -119,14 +117,6 @@ async def test_thirty_parallel_calls_of_the_one_local_user_are_never_capped(sand
     """The per-tenant cap shares a server among tenants; over stdio there is one user, and no call is refused."""
     async with Client(stdio_server(sandbox_env(sandbox))) as client:
         run = await client.call_tool("create_agent_run", {"prompt": "Keep thirty callers busy", "repo_id": REPO_ID})
-        calls: list[Any] = []
-
-        async def caller() -> None:  # each waits for the run, so all thirty are in flight at once
-            calls.append(await client.call_tool("get_agent_run", {"agent_run_id": run.structured_content["id"],
-                                                                  "wait_seconds": 1}))
-
-        async with anyio.create_task_group() as group:
-            for _ in range(30):
-                group.start_soon(caller)
+        calls = await thirty_waiting_calls(client, run.structured_content["id"])
     refused = [call for call in calls if call.is_error]
     assert len(calls) == 30 and not refused, error_of(refused[0])

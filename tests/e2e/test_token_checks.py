@@ -4,7 +4,6 @@ replicas (shared through Redis), and a bounded number of checks for tokens nobod
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections import Counter
 from collections.abc import Iterator
 
@@ -19,7 +18,7 @@ from test_remote import MODERN_HEADERS as LIST_HEADERS
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.config import DEFAULT_TOKEN_CHECKS_PER_ADDRESS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from pacing.redis_server import RedisServer
+from pacing.redis_server import RedisServer, running_redis
 
 TENANTS = tuple(f"tok-tenant-{i:02d}" for i in range(50))
 LIMITS = RATE_LIMITS.replace("standard=2000/30s", "standard=20000/30s")  # room for every tenant: pacing is not tested
@@ -33,13 +32,8 @@ def sandbox() -> Iterator[SandboxServer]:
 
 @pytest.fixture(scope="module")
 def redis() -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    server = RedisServer(binary)
-    server.start()
-    yield server
-    server.stop()
+    with running_redis() as server:
+        yield server
 
 
 def replicas(sandbox: SandboxServer, redis: RedisServer, count: int, *args: str) -> list[HttpServer]:

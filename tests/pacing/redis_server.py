@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
 
 
 def free_port() -> int:
@@ -52,3 +57,17 @@ class RedisServer:
             self.process.terminate()
             self.process.wait(timeout=10)
             self.process = None
+
+
+@contextmanager
+def running_redis() -> Iterator[RedisServer]:
+    """A started redis-server for a test or fixture, stopped after it; the test is skipped where there is none."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(binary)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
