@@ -3,9 +3,11 @@
 -- KEYS: per bucket, its log (stamp bounds in microseconds, largest first) and its mode hash.
 -- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin, probe lease,
 --       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up.
--- Returns {1, bound, now, views...} when charged (bound: what the send was logged with, for settle.lua), else
--- {0, wait, now, views...}; times in microseconds. Per bucket a view {pause_until, spacing_until, last departure,
--- bounds largest first...} lets the replica keep the shared log should Redis go.
+-- Returns {1, bound, counts...} when charged (bound: what the send was logged with, for settle.lua), else
+-- {0, wait, counts...}; times in microseconds. Per bucket, counts holds how many bounds lie within its last window:
+-- all a replica keeps of the shared log, should Redis go (see redis_ledger.RedisLedger).
+-- A log holds no bound older than two windows and the margin (the 429 handler's look back, see penalise.lua), and
+-- never more than the limit: the rule reads nothing else.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local charge, ahead, margin, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -62,15 +64,25 @@ if charged then
     if redis.call('PTTL', mode) < keep then redis.call('PEXPIRE', mode, keep) end  -- never shortens a 429's
     redis.call('LPUSH', log, bound)  -- no smaller than any bound logged: those left earlier
     redis.call('LTRIM', log, 0, limit - 1)
+    local stale = now - 2 * window - margin  -- older bounds can no longer matter to any rule
+    local oldest = redis.call('LINDEX', log, -1)
+    while oldest and tonumber(oldest) <= stale do
+      redis.call('RPOP', log)
+      oldest = redis.call('LINDEX', log, -1)
+    end
     redis.call('PEXPIRE', log, keep)
   end
 end
-local reply = {0, ready - now, now}
-if charged then reply = {1, tonumber(bound), now} end
+local reply = {0, ready - now}
+if charged then reply = {1, tonumber(bound)} end
 for i = 1, buckets do
-  local state = redis.call('HMGET', KEYS[2 * i], 'pause_until', 'spacing_until', 'last')
-  local view = {tonumber(state[1]) or 0, tonumber(state[2]) or 0, tonumber(state[3]) or 0}
-  for _, sent in ipairs(redis.call('LRANGE', KEYS[2 * i - 1], 0, -1)) do view[#view + 1] = tonumber(sent) end
-  reply[#reply + 1] = view
+  local log, window = KEYS[2 * i - 1], tonumber(ARGV[4 + 6 * (i - 1) + 3])
+  -- Bounds within the window, largest first: found by halving, so a long log (a large limit) costs a few reads.
+  local lo, hi, horizon = 0, redis.call('LLEN', log), now - window
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if tonumber(redis.call('LINDEX', log, mid)) > horizon then lo = mid + 1 else hi = mid end
+  end
+  reply[#reply + 1] = lo
 end
 return reply

@@ -89,7 +89,7 @@ class BucketLog:
     """One (token, bucket): the stamp bounds of its recent sends and what the last 429s taught us.
 
     Each send of this process counts `weight` times: a replica cut off from the others paces at 1/weight of the
-    limit, on top of the sends of every replica it last saw (`mirror`).
+    limit, on top of the sends of every replica it last heard of (`assume_shared`).
     """
 
     limit: RateLimit
@@ -104,7 +104,6 @@ class BucketLog:
     strikes: int = 0
     last_429: float = -math.inf
     slot: float = -math.inf  # while spacing: when the last send was due (see CATCH_UP)
-    seen: float = -math.inf  # when `sends` last mirrored the shared log
     probing: bool = False  # after a 429: one send at a time until one is accepted
     probe: float | None = None  # the bound of the probe that is out
     probe_until: float = -math.inf  # when the bucket stops waiting for its answer (see PROBE_LEASE)
@@ -160,20 +159,15 @@ class BucketLog:
             self.probe, self.probe_until = None, -math.inf
             self.probing = outcome != "admitted"
 
-    def mirror(self, sends: Iterable[float], pause_until: float, spacing_until: float, last_sent: float,
-               at: float) -> None:
-        """Take the shared log as every replica left it (bounds in order, on this clock), seen at `at`."""
+    def assume_shared(self, count: int, seen: float, now: float) -> None:
+        """The shared log is lost at `now`; when last heard of, at `seen`, its window held `count` sends of every
+        replica. Count them as sent then (their bounds were no later), or now if they have left the window since:
+        the room freed meanwhile may have gone to other replicas, unseen here."""
+        at = seen if seen + self.margin + self.limit.window > now else now
         self.sends.clear()
-        self.sends.extend(sends)
-        self.pause_until, self.spacing_until, self.last_sent, self.seen = pause_until, spacing_until, last_sent, at
-
-    def assume_taken(self, now: float) -> None:
-        """The shared log is lost at `now`: the room that freed since it was last seen may have gone to other
-        replicas, unseen here, so count it as taken now."""
-        freed = sum(1 for bound in self.sends if self.seen < bound + self.limit.window <= now)
-        if freed:
-            self.sends.extend([now + self.margin] * freed)
-            self.last_sent = max(self.last_sent, now)
+        self.sends.extend([at + self.margin] * count)
+        if count:
+            self.last_sent = max(self.last_sent, at)
 
     def _spaced_from(self) -> float:
         """When the last send was due: its slot, if it has one, else when it left."""

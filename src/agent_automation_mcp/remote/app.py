@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
+from prometheus_client import Gauge
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,6 +26,8 @@ from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
 
 logger = logging.getLogger(__name__)
+
+REDIS_STATES = ("reachable", "unreachable", "never reached", "not configured")  # `redis` in /readyz
 
 
 def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: HostPolicy, per_request_auth: bool,
@@ -44,12 +47,20 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
         body = {"ready": lifecycle.serving, "draining": lifecycle.draining, "redis": redis}
         return JSONResponse(body, status_code=200 if lifecycle.serving else 503)
 
+    redis_state = Gauge("agent_automation_redis_state", "1 for the shared pacing store's state now: reachable, "
+                        "unreachable, never reached (since start: a wrong URL?) or not configured.", ("state",),
+                        registry=metrics.registry)
+
     async def metrics_endpoint(request: Request) -> Response:
-        return Response(metrics.exposition(await _redis_state(server) == "reachable"), media_type=CONTENT_TYPE)
+        state = await _redis_state(server)
+        for each in REDIS_STATES:
+            redis_state.labels(state=each).set(1 if each == state else 0)
+        return Response(metrics.exposition(state == "reachable"), media_type=CONTENT_TYPE)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run():
+            await _redis_state(server)  # reach Redis now: a URL that does not answer is logged at start
             lifecycle.ready = True
             try:
                 yield
@@ -65,8 +76,9 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
 
 
 async def _redis_state(server: AgentAutomationServer) -> str:
-    """`reachable`, `unreachable` (pacing is local meanwhile; the replica stays ready) or `not configured`."""
+    """One of REDIS_STATES. Unreachable or never reached, pacing is local (at the replica's share of each limit) and
+    the replica stays ready: it serves safely, and a wrong URL on every replica must not take the service down."""
     state: Any = server.state
     pacer = state.transport.pacer if state is not None else None
-    reachable = await pacer.reachable() if pacer is not None else None
-    return "not configured" if reachable is None else "reachable" if reachable else "unreachable"
+    shared = await pacer.store_state() if pacer is not None else None
+    return shared or "not configured"
