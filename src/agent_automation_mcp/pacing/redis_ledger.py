@@ -146,7 +146,8 @@ class RedisLedger:
             # One at a time: the local share is checked before Redis is asked, and counted after it said yes.
             async with self._rejoining:
                 if wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0):
-                    return wait
+                    # Ask again when the grace ends, if that comes first.
+                    return min(wait, max((self._rejoined_until or 0.0) - time.monotonic(), 0.001))
                 try:
                     shared = await self._charge(token_key, buckets, bulk)
                 except _UNREACHABLE as exc:
