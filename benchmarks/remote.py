@@ -77,6 +77,7 @@ class Row:
     loadavg: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
     redis_fallbacks: Counter[str] = field(default_factory=Counter)  # why replicas paced locally, how often
     pacing_share: float | None = None  # of the servers' busy CPU (py-spy samples), with --profile
+    redis_reply: float = 0.0  # bytes Redis sent per command it ran
 
     @property
     def p50(self) -> float:
@@ -142,6 +143,7 @@ def measure(target: str, mode: str, offered: float, served: Served, bench: Bench
     sandbox saw."""
     with Redis.from_url(bench.redis_url) as redis:
         redis.flushall()
+        redis.config_resetstat()
     bench.sandbox.state.limiter.reset()
     balancer, servers = served.balancer, served.servers
     before = balancer.responses_per_server() if balancer else {}
@@ -156,6 +158,9 @@ def measure(target: str, mode: str, offered: float, served: Served, bench: Bench
         samples = stack.enter_context(sampling(job.server_pids)) if bench.profile else None
         load = run_load_process(job)
     load_after = os.getloadavg()[0]
+    with Redis.from_url(bench.redis_url) as redis:
+        stats = redis.info("stats")
+    redis_reply = stats["total_net_output_bytes"] / max(1, stats["total_commands_processed"])
     records = [r for r in list(bench.sandbox.request_log) if r.operation is not None]
     memory = [(m["VmRSS"] / 1024, m["VmHWM"] / 1024) for m in (s.memory_kib() for s in servers)]
     spread = {}
@@ -165,7 +170,7 @@ def measure(target: str, mode: str, offered: float, served: Served, bench: Bench
                         for reason in REDIS_FALLBACK.findall(s.stderr_text()[start:]))
     return Row(target, mode, offered, load, len(records), sum(1 for r in records if r.status == 429),
                check_tokens(records, bench.fixtures), memory, spread, (load_before, load_after), fallbacks,
-               samples.share(PACING_FRAME) if samples else None)
+               samples.share(PACING_FRAME) if samples else None, redis_reply)
 
 
 def label(target: str, replicas: int) -> str:
@@ -275,6 +280,7 @@ def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load
             kinds = ", ".join(f"{kind} ×{count}" for kind, count in sorted(row.load.errors.items()))
             notes.append(f"errors: {kinds or 'none in the window'}; {row.load.warmup_errors} in the warm-up; "
                          f"{row.load.connect_failures} tenants could not connect")
+        notes.append(f"Redis answered {row.redis_reply:,.0f} bytes per command on average")
         if row.pacing_share is not None:
             notes.append(f"pacing (the pacer and its Redis calls) took {row.pacing_share:.1%} of the servers' busy "
                          "CPU (py-spy samples, warm-up included)")
@@ -371,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"p99 {row.p99 * 1000:.0f} ms, errors {row.load.errors or 0} "
                           f"{row.load.error_samples[:2] or ''}, 429 {row.upstream_429}, "
                           f"foreign token {row.tokens.foreign}/{row.tokens.attributed}, "
-                          + (f"pacing {row.pacing_share:.1%} of CPU, " if row.pacing_share is not None else "") +
+                          + (f"pacing {row.pacing_share:.1%} of CPU, " if row.pacing_share is not None else "")
+                          + f"Redis {row.redis_reply:,.0f} B per command, " +
                           f"in {time.monotonic() - started:.0f} s", flush=True)
     publish(render(rows, args, command_line("remote.py", argv), machine_load), args.write)
     return 0
