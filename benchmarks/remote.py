@@ -77,7 +77,7 @@ class Row:
     loadavg: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
     redis_fallbacks: Counter[str] = field(default_factory=Counter)  # why replicas paced locally, how often
     pacing_share: float | None = None  # of the servers' busy CPU (py-spy samples), with --profile
-    redis_reply: float = 0.0  # bytes Redis sent per command it ran
+    redis_reply: float = 0.0  # bytes Redis sent per script it ran (acquire, settle, ...): nearly all it answers
 
     @property
     def p50(self) -> float:
@@ -159,8 +159,8 @@ def measure(target: str, mode: str, offered: float, served: Served, bench: Bench
         load = run_load_process(job)
     load_after = os.getloadavg()[0]
     with Redis.from_url(bench.redis_url) as redis:
-        stats = redis.info("stats")
-    redis_reply = stats["total_net_output_bytes"] / max(1, stats["total_commands_processed"])
+        sent, scripts = redis.info("stats")["total_net_output_bytes"], redis.info("commandstats")
+    redis_reply = sent / max(1, sum(scripts.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval")))
     records = [r for r in list(bench.sandbox.request_log) if r.operation is not None]
     memory = [(m["VmRSS"] / 1024, m["VmHWM"] / 1024) for m in (s.memory_kib() for s in servers)]
     spread = {}
@@ -280,7 +280,7 @@ def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load
             kinds = ", ".join(f"{kind} ×{count}" for kind, count in sorted(row.load.errors.items()))
             notes.append(f"errors: {kinds or 'none in the window'}; {row.load.warmup_errors} in the warm-up; "
                          f"{row.load.connect_failures} tenants could not connect")
-        notes.append(f"Redis answered {row.redis_reply:,.0f} bytes per command on average")
+        notes.append(f"Redis sent {row.redis_reply:,.0f} bytes per script it ran (acquire, settle) on average")
         if row.pacing_share is not None:
             notes.append(f"pacing (the pacer and its Redis calls) took {row.pacing_share:.1%} of the servers' busy "
                          "CPU (py-spy samples, warm-up included)")
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{row.load.error_samples[:2] or ''}, 429 {row.upstream_429}, "
                           f"foreign token {row.tokens.foreign}/{row.tokens.attributed}, "
                           + (f"pacing {row.pacing_share:.1%} of CPU, " if row.pacing_share is not None else "")
-                          + f"Redis {row.redis_reply:,.0f} B per command, " +
+                          + f"Redis {row.redis_reply:,.0f} B per script, " +
                           f"in {time.monotonic() - started:.0f} s", flush=True)
     publish(render(rows, args, command_line("remote.py", argv), machine_load), args.write)
     return 0
