@@ -360,9 +360,10 @@ def render_outage(rows: list[OutageRow], duration: float, command: str) -> str:
         "if they have left the window since), so with the load spread evenly they use the whole limit together, "
         "and no more.",
         "- When Redis is back, each replica carries into it what it sent meanwhile, and, if Redis came back empty "
-        "(a new marker key), all it sent in the last two windows; then, for two retry periods "
-        f"({redis_ledger.REJOIN_TRIES} × {redis_ledger.RETRY_REDIS_AFTER:g} s, the time every replica serving "
-        "calls takes to find Redis back and carry its own), it keeps to its share as well as to Redis.", "",
+        "(a new marker key), all it sent in the last two windows; then, for "
+        f"{redis_ledger.REJOIN_TRIES} × {redis_ledger.RETRY_REDIS_AFTER:g} s (the time every replica takes to find "
+        "Redis back, at a call or a readiness probe, and carry its own), it keeps to its share as well as to "
+        "Redis.", "",
     ]
     return "\n".join(lines)
 

@@ -339,7 +339,7 @@ async def test_after_redis_returns_a_replica_is_back_on_the_shared_limit_within_
         own_redis_server.start()
     await anyio.sleep(0.35)
     await replica.estimate(key, ["standard"], bulk=False, ahead=0)  # finds Redis back
-    await anyio.sleep(3 * redis_ledger.RETRY_REDIS_AFTER)
+    await anyio.sleep((redis_ledger.REJOIN_TRIES + 1) * redis_ledger.RETRY_REDIS_AFTER)
     # The shared limit again, not 1/4 of it: 20 less the 5 sent, which Redis holds whether it kept its data or not.
     charged = [await replica.charge(key, ["standard"], bulk=False) for _ in range(16)]
     assert [isinstance(c, Receipt) for c in charged] == [True] * 15 + [False]

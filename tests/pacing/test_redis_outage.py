@@ -27,8 +27,8 @@ LIMITS = {name: RateLimit(max(3, limit.count // 6), limit.window / 30) for name,
 REPLICAS = 3
 MAX_REPLICAS = 2 * REPLICAS  # the autoscaler's bound, above the replicas running: each share is a sixth
 CALLERS = 3  # per replica, closed loop: always more demand than the limit allows
-BEFORE, AFTER = 2.0, 3.0  # seconds
-BACK = 1.0  # seconds after Redis returns by which every replica paces on the shared limit again
+BEFORE, AFTER = 2.0, 3.5  # seconds
+BACK = 1.5  # seconds after Redis returns by which every replica paces on the shared limit again
 
 
 @pytest.mark.parametrize(("outage", "keeps_data"), [(3.0, False), (0.5, False), (0.5, True)],

@@ -44,9 +44,10 @@ REDIS_CONNECTIONS: Final = 32  # per replica; more calls at once wait for a conn
 # lag (a stalled Redis is found by REDIS_TIMEOUT on the connections in use, not by this wait).
 REDIS_POOL_WAIT: Final = 5.0
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried again
-# After Redis is back, a replica keeps its local share as well for this many times RETRY_REDIS_AFTER: by then every
-# replica serving calls (or answering readiness probes) has tried Redis again and carried its sends into it.
-REJOIN_TRIES: Final = 2
+# After Redis is back, a replica keeps its local share as well for this many times RETRY_REDIS_AFTER (8 s): by then
+# every replica serving calls has tried Redis again and carried its sends into it, and so has one without calls, at
+# its next readiness probe (every 5 s in the shipped Deployment; `/readyz` asks Redis too).
+REJOIN_TRIES: Final = 4
 SWEEP_EVERY: Final = 60.0  # seconds between passes that forget what this replica sent on idle tokens
 KEY_PREFIX: Final = "aamcp"
 MARKER_KEY: Final = f"{KEY_PREFIX}:marker"  # see epoch.lua
