@@ -356,9 +356,9 @@ def render_outage(rows: list[OutageRow], duration: float, command: str) -> str:
                      f"{r.wait_p50:.2f} s / {r.wait_p99:.2f} s |")
     lines += [
         "", "- While Redis is down, each replica sends at 1/R of every limit on top of the shared sends it last "
-        "heard of (each acquire's answer says how many the window holds; they count as sent when heard of, or now "
-        "if they have left the window since), so with the load spread evenly they use the whole limit together, "
-        "and no more.",
+        "heard of (each acquire's answer says how many each quarter of the window holds; each counts as sent at "
+        "the end of its quarter, or now if it has left the window since), so with the load spread evenly they "
+        "use the whole limit together, and no more.",
         "- When Redis is back, each replica carries into it what it sent meanwhile, and, if Redis came back empty "
         "(a new marker key), all it sent in the last two windows; then, for "
         f"{redis_ledger.REJOIN_TRIES} × {redis_ledger.RETRY_REDIS_AFTER:g} s (the time every replica takes to find "

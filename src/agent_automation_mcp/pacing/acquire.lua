@@ -2,21 +2,23 @@
 -- The same rule as sliding_log.py: the log of stamp bounds, a pause, probes and even spacing after a 429.
 -- KEYS: per bucket, its log (stamp bounds in microseconds, largest first) and its mode hash.
 -- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin, probe lease,
---       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up.
+--       parts (see below), then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up.
 -- Returns {1, bound, counts...} when charged (bound: what the send was logged with, for settle.lua), else
--- {0, wait, counts...}; times in microseconds. Per bucket, counts holds how many bounds lie within its last window:
--- all a replica keeps of the shared log, should Redis go (see redis_ledger.RedisLedger).
+-- {0, wait, counts...}; times in microseconds. Per bucket, counts holds `parts` numbers: how many bounds lie within
+-- the newest 1/parts, 2/parts ... of its window. That is all a replica keeps of the shared log, should Redis go
+-- (see redis_ledger.RedisLedger): the sends' times to within a part of the window.
 -- A log holds no bound older than two windows and the margin (the 429 handler's look back, see penalise.lua), and
 -- never more than the limit: the rule reads nothing else.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local charge, ahead, margin, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local parts = tonumber(ARGV[5])
 local buckets = #KEYS / 2
 local ready = now
 local slots = {}  -- per bucket in spacing mode: the slot of its last send (see sliding_log.CATCH_UP)
 local probing = {}  -- per bucket: this send is its probe
 for i = 1, buckets do
-  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 6 * (i - 1)
+  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 6 * (i - 1)
   local limit, cap, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local interval, stagger, catch_up = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local at = now
@@ -51,7 +53,7 @@ local bound = string.format('%.0f', now + margin)
 if charged then
   local departed = string.format('%.0f', now)
   for i = 1, buckets do
-    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 6 * (i - 1)
+    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 6 * (i - 1)
     local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
     local keep = math.ceil((2 * window + margin) / 1000) + 1000  -- ms: the 429 handler looks two windows back
     if slots[i] then
@@ -76,13 +78,16 @@ end
 local reply = {0, ready - now}
 if charged then reply = {1, tonumber(bound)} end
 for i = 1, buckets do
-  local log, window = KEYS[2 * i - 1], tonumber(ARGV[4 + 6 * (i - 1) + 3])
-  -- Bounds within the window, largest first: found by halving, so a long log (a large limit) costs a few reads.
-  local lo, hi, horizon = 0, redis.call('LLEN', log), now - window
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if tonumber(redis.call('LINDEX', log, mid)) > horizon then lo = mid + 1 else hi = mid end
+  local log, window = KEYS[2 * i - 1], tonumber(ARGV[5 + 6 * (i - 1) + 3])
+  -- Bounds within each horizon, largest first: found by halving, so a long log (a large limit) costs a few reads.
+  local lo, len = 0, redis.call('LLEN', log)
+  for part = 1, parts do
+    local hi, horizon = len, now - window * part / parts
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if tonumber(redis.call('LINDEX', log, mid)) > horizon then lo = mid + 1 else hi = mid end
+    end
+    reply[#reply + 1] = lo
   end
-  reply[#reply + 1] = lo
 end
 return reply

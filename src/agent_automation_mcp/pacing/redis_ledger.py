@@ -4,7 +4,7 @@ Each check-and-charge is one server-side script over all of a request's buckets,
 clock, so replicas whose clocks disagree cannot skew a window. Keys carry the token's hash and a hash tag
 (`aamcp:{<token_key>}:<bucket>`), so a token's keys share one Cluster slot and never show the token.
 Each answer is one small reply: send now (and the bound the send was logged with) or the seconds to wait, and per
-bucket how many sends its last window holds, all a replica keeps of the shared log should Redis go.
+bucket how many sends each quarter of its last window holds, all a replica keeps of the shared log should Redis go.
 If Redis cannot be reached, this replica keeps serving from a local ledger at 1/max_replicas of each limit, on
 top of the shared history it last heard of, which stays within the limit as long as no more replicas than that
 run, and tries Redis again shortly (see `RedisLedger`).
@@ -49,6 +49,9 @@ RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried 
 # its next readiness probe (every 5 s in the shipped Deployment; `/readyz` asks Redis too).
 REJOIN_TRIES: Final = 4
 SWEEP_EVERY: Final = 60.0  # seconds between passes that forget what this replica sent on idle tokens
+# Each acquire answers, per bucket, how many sends lie within the newest 1/PARTS, 2/PARTS ... of its window: cut
+# off, a replica counts each send as made at the end of its part, at most window / PARTS later than it was.
+PARTS: Final = 4
 KEY_PREFIX: Final = "aamcp"
 MARKER_KEY: Final = f"{KEY_PREFIX}:marker"  # see epoch.lua
 _US: Final = 1_000_000
@@ -78,7 +81,7 @@ class _Sent:
     """What this replica knows of one (token, bucket) without asking Redis: enough to pace alone, and to give Redis
     back this replica's sends should it come back without them."""
 
-    count: int = 0  # bounds within the window when Redis last answered for this bucket
+    counts: tuple[int, ...] = ()  # bounds within the newest 1/PARTS, 2/PARTS ... of the window at Redis' last answer
     seen: float = -math.inf  # when that was (time.monotonic())
     own: deque[float] = field(default_factory=deque)  # this replica's bounds of the last two windows, oldest first
     unshared: list[float] = field(default_factory=list)  # those of them Redis does not hold, oldest first
@@ -94,13 +97,13 @@ class _Sent:
 class RedisLedger:
     """A `Ledger` in Redis, falling back to local pacing while Redis is unreachable.
 
-    While Redis answers, this replica keeps per bucket it touches how many sends (every replica's) the shared log's
-    window held at the last answer, and its own sends of the last two windows. Cut off, it counts those shared sends
-    as made when last heard of, and each of its own sends `max_replicas` times on top: its share, whatever the others
-    sent before. When Redis answers again, this replica carries into it the sends it made meanwhile, and all its
-    sends of the last two windows if Redis came back without its data (a new marker, see epoch.lua). For
-    REJOIN_TRIES tries more (seconds, while other replicas find Redis back and carry theirs) a send must pass both
-    Redis and the local share; then Redis alone paces again.
+    While Redis answers, this replica keeps per bucket it touches how many sends (every replica's) each part of the
+    shared log's window held at the last answer, and its own sends of the last two windows. Cut off, it counts those
+    shared sends as made at the end of their part, and each of its own sends `max_replicas` times on top: its share,
+    whatever the others sent before. When Redis answers again, this replica carries into it the sends it made
+    meanwhile, and all its sends of the last two windows if Redis came back without its data (a new marker, see
+    epoch.lua). For REJOIN_TRIES tries more (seconds, while other replicas find Redis back and carry theirs) a send
+    must pass both Redis and the local share; then Redis alone paces again.
     """
 
     def __init__(self, url: str, limits: Mapping[str, RateLimit], *, margin: float, max_replicas: int) -> None:
@@ -237,7 +240,8 @@ class RedisLedger:
             logger.debug("could not settle a send in Redis; it keeps its bound there: %s", exc)
 
     def _args(self, buckets: Sequence[str], bulk: bool, charge: int, ahead: int) -> list[int | float]:
-        args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US)]
+        args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US),
+                                   PARTS]
         for bucket in buckets:
             limit = self.limits[bucket]
             args += [limit.count, sliding_log.bulk_cap(limit) if bulk else limit.count, round(limit.window * _US),
@@ -260,9 +264,9 @@ class RedisLedger:
 
     def _heard(self, token_key: str, buckets: Sequence[str], counts: list[int]) -> None:
         now = time.monotonic()
-        for bucket, count in zip(buckets, counts, strict=True):
+        for i, bucket in enumerate(buckets):
             known = self._known(token_key, bucket)
-            known.count, known.seen = count, now
+            known.counts, known.seen = tuple(counts[i * PARTS:(i + 1) * PARTS]), now
         if now >= self._next_sweep:
             self._sweep(now)
 
@@ -339,7 +343,7 @@ class RedisLedger:
                                "back", type(exc).__name__, exc, self.max_replicas)
             for token_key, sent in self._sent.items():
                 for bucket, known in sent.items():
-                    self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.count, known.seen, now)
+                    self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
         self._rejoined_until = None
         self._retry_redis_at = now + RETRY_REDIS_AFTER
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -159,15 +159,20 @@ class BucketLog:
             self.probe, self.probe_until = None, -math.inf
             self.probing = outcome != "admitted"
 
-    def assume_shared(self, count: int, seen: float, now: float) -> None:
-        """The shared log is lost at `now`; when last heard of, at `seen`, its window held `count` sends of every
-        replica. Count them as sent then (their bounds were no later), or now if they have left the window since:
-        the room freed meanwhile may have gone to other replicas, unseen here."""
-        at = seen if seen + self.margin + self.limit.window > now else now
+    def assume_shared(self, counts: Sequence[int], seen: float, now: float) -> None:
+        """The shared log is lost at `now`. When last heard of, at `seen`, it held counts[j] sends of every replica
+        within the newest (j+1)/len(counts) of the window. Count each as sent at the end of its part (the newest
+        part ends at seen + margin: sends still unanswered), or now if that has left the window since: the room
+        freed meanwhile may have gone to other replicas, unseen here."""
+        window, parts = self.limit.window, len(counts)
+        bounds: list[float] = []
+        for part, (count, newer) in enumerate(zip(counts, (0, *counts), strict=False)):
+            end = seen + self.margin if part == 0 else seen - window * part / parts
+            bounds += [end if end + window > now else now + self.margin] * (count - newer)
         self.sends.clear()
-        self.sends.extend([at + self.margin] * count)
-        if count:
-            self.last_sent = max(self.last_sent, at)
+        self.sends.extend(sorted(bounds))
+        if bounds:  # the newest of them left no later than its bound less the margin
+            self.last_sent = max(self.last_sent, min(now, max(bounds) - self.margin))
 
     def _spaced_from(self) -> float:
         """When the last send was due: its slot, if it has one, else when it left."""
