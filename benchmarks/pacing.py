@@ -306,7 +306,7 @@ class OutageRow:
     rejected: tuple[int, int, int]  # 429s before the outage, during it, after Redis is back
     admitted_during: float  # of the most an exact sliding log admits to the standard bucket over the outage
     failed: int  # calls that raised: a rate_limited answer or any other error
-    back_after: float | None  # seconds from Redis' return until the last replica paced on Redis alone again
+    back_after: float | None  # seconds from Redis' return until the last replica that fell back paced on Redis alone
     wait_p50: float
     wait_p99: float
     errors: list[str]
@@ -319,13 +319,13 @@ def outage_scenario(redis: RedisServer, duration: float, outage: Outage, replica
     during = [r.time for r in log if r.status != 429 and down <= r.time < up]
     standard = LIMITS[STANDARD]
     waits = [w for outcome in outcomes for w in outcome.waits]
-    back = [max((t for t in o.shared_again if t >= up), default=math.inf) for o in outcomes]
+    back = [max(t for t in o.shared_again if t >= up) for o in outcomes if any(t >= up for t in o.shared_again)]
     return OutageRow(outage.seconds, outage.keeps_data, replicas, len(log), (sum(1 for t in rejected if t < down),
                                           sum(1 for t in rejected if down <= t < up),
                                           sum(1 for t in rejected if t >= up)),
                      len(during) / (standard.count * math.ceil(outage.seconds / standard.window)),
                      sum(o.budget_errors + len(o.other_errors) for o in outcomes),
-                     max(back) - up if max(back) < math.inf else None, percentile(waits, 50), percentile(waits, 99),
+                     max(back) - up if back else None, percentile(waits, 50), percentile(waits, 99),
                      sorted({e for o in outcomes for e in o.other_errors}))
 
 
