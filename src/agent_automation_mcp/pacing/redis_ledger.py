@@ -12,6 +12,7 @@ run, and tries Redis again shortly (see `RedisLedger`).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import random
@@ -131,6 +132,7 @@ class RedisLedger:
         self._sent: dict[str, dict[str, _Sent]] = {}  # token -> bucket -> what this replica knows of it
         self._next_sweep = time.monotonic() + SWEEP_EVERY
         self._carrying = False  # a call is handing Redis those sends
+        self._restoring = False  # Redis was found to lack our sends, which are marked unshared already
         self._reaching = anyio.Lock()  # the first contact, which learns the marker
         self._rejoining = anyio.Lock()
 
@@ -264,11 +266,33 @@ class RedisLedger:
 
     def _heard(self, token_key: str, buckets: Sequence[str], counts: list[int]) -> None:
         now = time.monotonic()
-        for i, bucket in enumerate(buckets):
-            known = self._known(token_key, bucket)
-            known.counts, known.seen = tuple(counts[i * PARTS:(i + 1) * PARTS]), now
+        known = [self._known(token_key, bucket) for bucket in buckets]
+        heard = [tuple(counts[i * PARTS:(i + 1) * PARTS]) for i in range(len(buckets))]
+        if not self.degraded and any(self._lacks(bucket, k, c[-1], now) for bucket, k, c in zip(buckets, known, heard,
+                                                                                                strict=True)):
+            self._forgotten()
+        for k, c in zip(known, heard, strict=True):
+            k.counts, k.seen = c, now
         if now >= self._next_sweep:
             self._sweep(now)
+
+    def _lacks(self, bucket: str, known: _Sent, count: int, now: float) -> bool:
+        """Whether Redis counts fewer sends in the bucket's window than ours that surely lie in it (departed, bound
+        less margin, inside it by more than a margin of clock difference)."""
+        inside = len(known.own) - bisect.bisect_right(known.own, now - self.limits[bucket].window + 2 * self.margin)
+        return count < inside and not known.unshared
+
+    def _forgotten(self) -> None:
+        """Redis answers but lacks sends of ours from its window: it restarted empty between two of our calls. Give
+        it every send of ours of the last two windows at the next call, pacing meanwhile and for the grace after
+        on the local share as well, as after an outage: other replicas have yet to find out and carry theirs."""
+        logger.warning("Redis has lost recent sends (restarted empty?); this replica gives it back its own, and "
+                       "keeps to 1/%d of each limit as well meanwhile", self.max_replicas)
+        self._assume_shared(time.monotonic())
+        for sent in self._sent.values():
+            for known in sent.values():
+                known.unshared = list(known.own)
+        self._retry_redis_at, self._restoring = time.monotonic(), True  # due now: the next call carries them
 
     def _sent_own(self, token_key: str, buckets: Sequence[str], bound: float, *, shared: bool) -> None:
         for bucket in buckets:
@@ -301,7 +325,7 @@ class RedisLedger:
                 return "local"
             self._carrying = True  # one attempt at a time, however long it takes; the others stay local
             try:
-                if await self._reach():
+                if await self._reach() and not self._restoring:
                     for sent in self._sent.values():  # Redis came back empty: every send of ours is news to it
                         for known in sent.values():
                             known.unshared = list(known.own)
@@ -311,7 +335,7 @@ class RedisLedger:
                 return "local"
             finally:
                 self._carrying = False
-            self._retry_redis_at = None
+            self._retry_redis_at, self._restoring = None, False
             grace = REJOIN_TRIES * RETRY_REDIS_AFTER
             self._rejoined_until = now + grace
             logger.warning("Redis is reachable again, and this replica's sends it lacked are in it; keeping to "
@@ -341,11 +365,15 @@ class RedisLedger:
             else:
                 logger.warning("Redis is unreachable (%s: %s); pacing locally at 1/%d of each limit until it is "
                                "back", type(exc).__name__, exc, self.max_replicas)
-            for token_key, sent in self._sent.items():
-                for bucket, known in sent.items():
-                    self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
+            self._assume_shared(now)
         self._rejoined_until = None
         self._retry_redis_at = now + RETRY_REDIS_AFTER
+
+    def _assume_shared(self, now: float) -> None:
+        """Start the local ledger from the shared sends last heard of (see BucketLog.assume_shared)."""
+        for token_key, sent in self._sent.items():
+            for bucket, known in sent.items():
+                self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
 
     async def _carry_unshared(self) -> None:
         """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot)."""
