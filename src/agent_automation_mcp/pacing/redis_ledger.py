@@ -373,7 +373,8 @@ class RedisLedger:
         """Start the local ledger from the shared sends last heard of (see BucketLog.assume_shared)."""
         for token_key, sent in self._sent.items():
             for bucket, known in sent.items():
-                self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
+                if known.counts:  # else never heard of: the local log already holds all this replica knows
+                    self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
 
     async def _carry_unshared(self) -> None:
         """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot)."""
