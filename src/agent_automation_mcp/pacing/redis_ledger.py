@@ -64,6 +64,7 @@ _EPOCH: Final = files(__package__).joinpath("epoch.lua").read_text()
 _OUTCOMES: Final[dict[Outcome | Literal["never sent"], int]] = {  # as settle.lua numbers them
     "admitted": 0, "refused": 1, "unanswered": 2, "never sent": 3}
 _UNREACHABLE: Final = (RedisError, OSError, TimeoutError)
+_FORGOTTEN: Final = 2  # acquire.lua's answer when Redis lacks sends of ours
 
 Route = Literal["shared", "rejoining", "local"]
 
@@ -145,9 +146,12 @@ class RedisLedger:
         route = await self._route()
         if route == "shared":
             try:
-                return await self._charge(token_key, buckets, bulk)
+                shared = await self._charge(token_key, buckets, bulk)
             except _UNREACHABLE as exc:
                 self._lost(exc)
+            else:
+                if shared is not None:
+                    return shared
         elif route == "rejoining":
             # One at a time: the local share is checked before Redis is asked, and counted after it said yes.
             async with self._rejoining:
@@ -161,7 +165,8 @@ class RedisLedger:
                 else:
                     if isinstance(shared, Receipt):
                         return replace(shared, local=self.local.record(token_key, buckets).local)
-                    return shared
+                    if shared is not None:
+                        return shared
         charged = await self.local.charge(token_key, buckets, bulk=bulk)
         if isinstance(charged, Receipt) and charged.local is not None:
             self._sent_own(token_key, buckets, charged.local, shared=False)
@@ -177,10 +182,13 @@ class RedisLedger:
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
         if await self._route() == "shared":
             try:
-                keys, args = bucket_keys(token_key, buckets), self._args(buckets, bulk, 0, ahead)
-                _, wait, *counts = await self._acquire(keys=keys, args=args)
-                self._heard(token_key, buckets, counts)
-                return wait / _US
+                keys, args = bucket_keys(token_key, buckets), self._args(token_key, buckets, bulk, 0, ahead)
+                answer, wait, *counts = await self._acquire(keys=keys, args=args)
+                if answer == _FORGOTTEN:
+                    self._forgotten()
+                else:
+                    self._heard(token_key, buckets, counts)
+                    return wait / _US
             except _UNREACHABLE as exc:
                 self._lost(exc)
         return await self.local.estimate(token_key, buckets, bulk=bulk, ahead=ahead)
@@ -217,11 +225,15 @@ class RedisLedger:
         await self._redis.aclose()
         await self.local.aclose()
 
-    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool) -> Receipt | float:
+    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool) -> Receipt | float | None:
+        """Charge in Redis; None if Redis turned out to lack sends of ours (then nothing was charged)."""
         keys = bucket_keys(token_key, buckets)
         # Shielded: once the script has run, its answer must come back, or a cancelled caller stays charged.
         with anyio.CancelScope(shield=True):
-            charged, value, *counts = await self._acquire(keys=keys, args=self._args(buckets, bulk, 1, 0))
+            charged, value, *counts = await self._acquire(keys=keys, args=self._args(token_key, buckets, bulk, 1, 0))
+        if charged == _FORGOTTEN:
+            self._forgotten()
+            return None
         self._heard(token_key, buckets, counts)
         if not charged:
             return max(value, 1) / _US
@@ -241,15 +253,25 @@ class RedisLedger:
         except _UNREACHABLE as exc:
             logger.debug("could not settle a send in Redis; it keeps its bound there: %s", exc)
 
-    def _args(self, buckets: Sequence[str], bulk: bool, charge: int, ahead: int) -> list[int | float]:
+    def _args(self, token_key: str, buckets: Sequence[str], bulk: bool, charge: int,
+              ahead: int) -> list[int | float]:
         args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US),
                                    PARTS]
+        now, sent = time.monotonic(), self._sent.get(token_key, {})
         for bucket in buckets:
             limit = self.limits[bucket]
             args += [limit.count, sliding_log.bulk_cap(limit) if bulk else limit.count, round(limit.window * _US),
                      round(sliding_log.spacing_interval(limit) * _US),
-                     round(sliding_log.stagger(limit) * _US), round(sliding_log.catch_up(limit) * _US)]
+                     round(sliding_log.stagger(limit) * _US), round(sliding_log.catch_up(limit) * _US),
+                     self._inside(bucket, sent.get(bucket), now)]
         return args
+
+    def _inside(self, bucket: str, known: _Sent | None, now: float) -> int:
+        """How many of our sends Redis must hold within the bucket's window: those that departed (bound less the
+        margin) inside it by more than a margin of clock difference. None to check while our own are not all in."""
+        if known is None or known.unshared or self.degraded:
+            return 0
+        return len(known.own) - bisect.bisect_right(known.own, now - self.limits[bucket].window + 2 * self.margin)
 
     def _keep(self, bucket: str) -> float:
         """How long a send can matter to Redis: two windows and the margin (see acquire.lua)."""
@@ -266,26 +288,17 @@ class RedisLedger:
 
     def _heard(self, token_key: str, buckets: Sequence[str], counts: list[int]) -> None:
         now = time.monotonic()
-        known = [self._known(token_key, bucket) for bucket in buckets]
-        heard = [tuple(counts[i * PARTS:(i + 1) * PARTS]) for i in range(len(buckets))]
-        if not self.degraded and any(self._lacks(bucket, k, c[-1], now) for bucket, k, c in zip(buckets, known, heard,
-                                                                                                strict=True)):
-            self._forgotten()
-        for k, c in zip(known, heard, strict=True):
-            k.counts, k.seen = c, now
+        for i, bucket in enumerate(buckets):
+            known = self._known(token_key, bucket)
+            known.counts, known.seen = tuple(counts[i * PARTS:(i + 1) * PARTS]), now
         if now >= self._next_sweep:
             self._sweep(now)
 
-    def _lacks(self, bucket: str, known: _Sent, count: int, now: float) -> bool:
-        """Whether Redis counts fewer sends in the bucket's window than ours that surely lie in it (departed, bound
-        less margin, inside it by more than a margin of clock difference)."""
-        inside = len(known.own) - bisect.bisect_right(known.own, now - self.limits[bucket].window + 2 * self.margin)
-        return count < inside and not known.unshared
-
     def _forgotten(self) -> None:
-        """Redis answers but lacks sends of ours from its window: it restarted empty between two of our calls. Give
-        it every send of ours of the last two windows at the next call, pacing meanwhile and for the grace after
-        on the local share as well, as after an outage: other replicas have yet to find out and carry theirs."""
+        """Redis answers but lacks sends of ours from its window (acquire.lua charged nothing): it restarted empty
+        between two of our calls. Give it every send of ours of the last two windows at the next call, pacing
+        meanwhile and for the grace after on the local share as well, as after an outage: other replicas have yet
+        to find out and carry theirs."""
         logger.warning("Redis has lost recent sends (restarted empty?); this replica gives it back its own, and "
                        "keeps to 1/%d of each limit as well meanwhile", self.max_replicas)
         self._assume_shared(time.monotonic())
