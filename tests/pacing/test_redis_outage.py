@@ -79,8 +79,9 @@ async def test_replicas_losing_redis_under_load_send_no_429_and_fail_no_call(
     assert [(round(r.time - down, 3), round(r.time - up, 3)) for r in log if r.status == 429] == []
     assert failed == []
     # It did run through the outage and back: every replica fell back, and calls went on in each phase.
-    assert sum("unreachable" in r.getMessage() for r in caplog.records) == REPLICAS
-    assert sum("reachable again" in r.getMessage() for r in caplog.records) == REPLICAS
+    # (At least: on a busy machine a Redis round trip may also time out once more, later.)
+    assert sum("unreachable" in r.getMessage() for r in caplog.records) >= REPLICAS
+    assert sum("reachable again" in r.getMessage() for r in caplog.records) >= REPLICAS
     standard = LIMITS[STANDARD]
     # Calls went on before and during a long outage (at the replicas' shares, half the limit together), and soon
     # after Redis is back at the shared limit again (over half of it, where the replicas together had half: a
