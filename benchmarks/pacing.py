@@ -329,10 +329,12 @@ def outage_scenario(redis: RedisServer, duration: float, outage: Outage, replica
                      sorted({e for o in outcomes for e in o.other_errors}))
 
 
-def render_outage(rows: list[OutageRow], duration: float, command: str) -> str:
+def render_outage(rows: list[OutageRow], duration: float, command: str, loads: tuple[float, float]) -> str:
     lines = [
         "## Pacing through a Redis outage", "",
-        f"Produced by `{command}` on loopback (2 cores). The load of the pacing section ({CALLERS} callers on one "
+        f"Produced by `{command}` on loopback ({os.cpu_count()} cores shared with other work, 1-minute load average "
+        f"{loads[0]:.1f} at the start, {loads[1]:.1f} at the end). The load of the pacing section ({CALLERS} callers "
+        "on one "
         f"token, a 20 s budget per call, windows scaled down tenfold: standard {LIMITS[STANDARD]}) for "
         f"{duration:g} s through replica processes sharing a redis-server, with `AGENT_AUTOMATION_MAX_REPLICAS` "
         f"equal to their number. {duration / 4:g} s in, the redis-server is killed and started again, empty, on "
@@ -545,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
 
     redis = RedisServer(shutil.which("redis-server") or "redis-server")
     redis.start()
+    load_before = os.getloadavg()[0]
     if args.outage:
         outages = []
         try:
@@ -554,10 +557,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(outages[-1], flush=True)
         finally:
             redis.stop()
-        publish(render_outage(outages, args.duration, command_line("pacing.py", argv)), args.write)
+        loads = (load_before, os.getloadavg()[0])
+        publish(render_outage(outages, args.duration, command_line("pacing.py", argv), loads), args.write)
         return 0
     rows: list[LoadRow] = []
-    load_before = os.getloadavg()[0]
     try:
         plain = [(Server(algorithm), replicas, shared) for algorithm in algorithms
                  for replicas, shared in ((1, False), (1, True), (3, True))]
