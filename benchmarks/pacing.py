@@ -9,16 +9,20 @@ and a sliding-window counter as the service is (no Retry-After, answers slower t
 then a 10,000-entry trace is read page by page and in parallel. Loopback only, bounded in time (about 12 times
 --duration on 2 cores), and everything it starts it stops.
 
-    .venv/bin/python benchmarks/pacing.py --outage [--duration 60] [--outage-seconds 30,5] [--write docs/benchmarks.md]
+    .venv/bin/python benchmarks/pacing.py --outage [--duration 60] [--outage-seconds 30,5] [--outage-data empty,kept]
+                                         [--write docs/benchmarks.md]
 
 runs only the Redis outage instead: 3 replicas under the same load, the redis-server killed a quarter of the way
-in and started again (empty) `--outage-seconds` later, once per value given.
+in and started again (empty) `--outage-seconds` later, or paused that long (`kept`: it comes back with its data),
+once per value given.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import logging
 import math
 import multiprocessing
 import os
@@ -32,13 +36,14 @@ from typing import Any
 
 import anyio
 import httpx2
+from redis import Redis
 
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
 from agent_automation_mcp.api.errors import ApiError, RateLimitError
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit, format_rate_limits
 from agent_automation_mcp.api.pacer import Pacer, Receipt
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.pacing import create_pacer, sliding_log
+from agent_automation_mcp.pacing import create_pacer, redis_ledger, sliding_log
 from agent_automation_mcp.sandbox import Faults, SandboxConfig, SandboxServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +106,7 @@ class ReplicaResult:
     waits: list[float] = field(default_factory=list)  # added wait per call: pacer + 429 pauses
     budget_errors: int = 0  # RateLimitError raised to the caller
     other_errors: list[str] = field(default_factory=list)
+    shared_again: list[float] = field(default_factory=list)  # time.time() when the replica paced on Redis alone again
 
 
 class TimedPacer:
@@ -142,10 +148,23 @@ def settings_for(base_url: str, redis_url: str | None, max_replicas: int = 4, ma
                        max_replicas=max_replicas)
 
 
+class SharedAgain(logging.Handler):
+    """Notes when the replica's ledger logs that pacing is shared through Redis again."""
+
+    def __init__(self, result: ReplicaResult) -> None:
+        super().__init__(logging.WARNING)
+        self.result = result
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "through Redis again" in record.getMessage():
+            self.result.shared_again.append(record.created)
+
+
 async def run_replica(job: ReplicaJob) -> ReplicaResult:
     settings = settings_for(job.base_url, job.redis_url, job.max_replicas, job.margin)
     pacer = TimedPacer(create_pacer(settings))
     result = ReplicaResult()
+    logging.getLogger(redis_ledger.__name__).addHandler(SharedAgain(result))
     async with ApiTransport(settings, pacer) as transport:
         client = AgentAutomationClient(transport, Credentials(job.token, job.org_id))
         async def caller(number: int) -> None:
@@ -217,10 +236,12 @@ def create_run(base_url: str, entries: int) -> int:
 
 @dataclass
 class Outage:
-    """The redis-server is killed `at` seconds into the load and started again, empty, `seconds` later."""
+    """The redis-server is killed `at` seconds into the load and started again, empty, `seconds` later; or, if it
+    `keeps_data`, it is paused that long (every replica times out on it) and then answers as it was."""
 
     at: float
     seconds: float
+    keeps_data: bool = False
 
 
 def run_load(server: Server, replicas: int, redis: RedisServer | None, duration: float,
@@ -246,9 +267,14 @@ def run_load(server: Server, replicas: int, redis: RedisServer | None, duration:
             processes.append(process)
         if outage is not None and redis is not None:
             time.sleep(max(0.0, start_at + outage.at - time.time()))
-            redis.stop()
-            time.sleep(outage.seconds)
-            redis.start()
+            if outage.keeps_data:
+                with Redis.from_url(redis.url) as control:
+                    control.execute_command("CLIENT", "PAUSE", round(outage.seconds * 1000), "ALL")
+                time.sleep(outage.seconds)
+            else:
+                redis.stop()
+                time.sleep(outage.seconds)
+                redis.start()
         outcomes = [ReplicaResult(**results.get(timeout=duration + CALL_BUDGET + 30)) for _ in processes]
         for process in processes:
             process.join(timeout=10)
@@ -274,11 +300,13 @@ def load_scenario(server: Server, replicas: int, redis: RedisServer | None, dura
 @dataclass
 class OutageRow:
     outage: float  # seconds Redis was down
+    keeps_data: bool  # paused, not restarted empty
     replicas: int
     requests: int
     rejected: tuple[int, int, int]  # 429s before the outage, during it, after Redis is back
     admitted_during: float  # of the most an exact sliding log admits to the standard bucket over the outage
     failed: int  # calls that raised: a rate_limited answer or any other error
+    back_after: float | None  # seconds from Redis' return until the last replica that fell back paced on Redis alone
     wait_p50: float
     wait_p99: float
     errors: list[str]
@@ -291,43 +319,53 @@ def outage_scenario(redis: RedisServer, duration: float, outage: Outage, replica
     during = [r.time for r in log if r.status != 429 and down <= r.time < up]
     standard = LIMITS[STANDARD]
     waits = [w for outcome in outcomes for w in outcome.waits]
-    return OutageRow(outage.seconds, replicas, len(log), (sum(1 for t in rejected if t < down),
+    back = [max(t for t in o.shared_again if t >= up) for o in outcomes if any(t >= up for t in o.shared_again)]
+    return OutageRow(outage.seconds, outage.keeps_data, replicas, len(log), (sum(1 for t in rejected if t < down),
                                           sum(1 for t in rejected if down <= t < up),
                                           sum(1 for t in rejected if t >= up)),
                      len(during) / (standard.count * math.ceil(outage.seconds / standard.window)),
                      sum(o.budget_errors + len(o.other_errors) for o in outcomes),
-                     percentile(waits, 50), percentile(waits, 99),
+                     max(back) - up if back else None, percentile(waits, 50), percentile(waits, 99),
                      sorted({e for o in outcomes for e in o.other_errors}))
 
 
-def render_outage(rows: list[OutageRow], duration: float, command: str) -> str:
+def render_outage(rows: list[OutageRow], duration: float, command: str, loads: tuple[float, float]) -> str:
     lines = [
         "## Pacing through a Redis outage", "",
-        f"Produced by `{command}` on loopback (2 cores). The load of the pacing section ({CALLERS} callers on one "
+        f"Produced by `{command}` on loopback ({os.cpu_count()} cores shared with other work, 1-minute load average "
+        f"{loads[0]:.1f} at the start, {loads[1]:.1f} at the end). The load of the pacing section ({CALLERS} callers "
+        "on one "
         f"token, a 20 s budget per call, windows scaled down tenfold: standard {LIMITS[STANDARD]}) for "
         f"{duration:g} s through replica processes sharing a redis-server, with `AGENT_AUTOMATION_MAX_REPLICAS` "
-        f"equal to their number. {duration / 4:g} s in, the redis-server is killed; it is started again, empty, "
-        "on the same port, after the outage given in the first column.", "",
+        f"equal to their number. {duration / 4:g} s in, the redis-server is killed and started again, empty, on "
+        "the same port, after the outage given in the first column; or paused that long (`CLIENT PAUSE`: every "
+        "replica times out on it), and then answers with its data.", "",
         "- **429**: answers the sandbox refused, before the outage / during it / after Redis is back.",
         "- **admitted during the outage**: requests the sandbox admitted while Redis was down, over the most an "
         "exact sliding log admits to the standard bucket in that span, N·⌈span/W⌉.",
-        "- **failed calls**: calls that raised (rate_limited after their budget, or any other error).", "",
-        "| outage | replicas | requests | 429 before / during / after | admitted during the outage | failed calls | "
-        "added wait p50 / p99 |",
-        "|---|---|---|---|---|---|---|",
+        "- **failed calls**: calls that raised (rate_limited after their budget, or any other error).",
+        "- **shared again after**: from Redis' return until the last replica paces on Redis alone again (its log "
+        "line), no longer also at its share.", "",
+        "| outage | Redis back | replicas | requests | 429 before / during / after | admitted during the outage | "
+        "failed calls | shared again after | added wait p50 / p99 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         before, during, after = r.rejected
-        lines.append(f"| {r.outage:g} s | {r.replicas} | {r.requests} | {before} / {during} / {after} | "
-                     f"{r.admitted_during:.3f} | {r.failed} | {r.wait_p50:.2f} s / {r.wait_p99:.2f} s |")
+        back = "—" if r.back_after is None else f"{r.back_after:.1f} s"
+        lines.append(f"| {r.outage:g} s | {'with its data' if r.keeps_data else 'empty'} | {r.replicas} | "
+                     f"{r.requests} | {before} / {during} / {after} | {r.admitted_during:.3f} | {r.failed} | {back} | "
+                     f"{r.wait_p50:.2f} s / {r.wait_p99:.2f} s |")
     lines += [
-        "", "- While Redis is down, each replica sends at 1/R of every limit on top of the shared history it last "
-        "saw (and counts the room that freed since it last saw it as taken), so with the load spread evenly they "
+        "", "- While Redis is down, each replica sends at 1/R of every limit on top of the shared sends it last "
+        "heard of (each acquire's answer says how many each quarter of the window holds; each counts as sent at "
+        "the end of its quarter, or now if it has left the window since), so with the load spread evenly they "
         "use the whole limit together, and no more.",
-        "- When Redis is back, each replica carries into it what it sent meanwhile and, for the longest window "
-        f"({max(limit.window for limit in LIMITS.values()):g} s here) plus the margin and the 2 s a replica takes "
-        "to try Redis again, keeps to its share as well as to Redis: until then another replica may still be "
-        "sending from its own share, unseen by Redis.", "",
+        "- When Redis is back, each replica carries into it what it sent meanwhile, and, if Redis came back empty "
+        "(a new marker key), all it sent in the last two windows; then, for "
+        f"{redis_ledger.REJOIN_TRIES} × {redis_ledger.RETRY_REDIS_AFTER:g} s (the time every replica takes to find "
+        "Redis back, at a call or a readiness probe, and carry its own), it keeps to its share as well as to "
+        "Redis.", "",
     ]
     return "\n".join(lines)
 
@@ -494,28 +532,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outage", action="store_true", help="run only the Redis outage scenario")
     parser.add_argument("--outage-seconds", default="30", help="how long Redis stays down, comma-separated for "
                                                                 "several runs (default: %(default)s)")
+    parser.add_argument("--outage-data", default="empty",
+                        help="how Redis comes back, comma-separated: empty (restarted), kept (paused; default: "
+                             "%(default)s)")
     args = parser.parse_args(argv)
     algorithms = [name.strip() for name in args.algorithms.split(",") if name.strip()]
     if unknown := set(algorithms) - set(ALGORITHMS):
         parser.error(f"unknown algorithm(s): {', '.join(sorted(unknown))}")
+    if set(args.outage_data.split(",")) - {"empty", "kept"}:
+        parser.error("--outage-data takes empty and kept")
     if shutil.which("redis-server") is None:
         print("redis-server is not installed (apt-get install redis-server)", file=sys.stderr)
         return 2
 
     redis = RedisServer(shutil.which("redis-server") or "redis-server")
     redis.start()
+    load_before = os.getloadavg()[0]
     if args.outage:
         outages = []
         try:
-            for seconds in args.outage_seconds.split(","):
-                outages.append(outage_scenario(redis, args.duration, Outage(args.duration / 4, float(seconds))))
+            for seconds, data in itertools.product(args.outage_seconds.split(","), args.outage_data.split(",")):
+                outage = Outage(args.duration / 4, float(seconds), keeps_data=data == "kept")
+                outages.append(outage_scenario(redis, args.duration, outage))
                 print(outages[-1], flush=True)
         finally:
             redis.stop()
-        publish(render_outage(outages, args.duration, command_line("pacing.py", argv)), args.write)
+        loads = (load_before, os.getloadavg()[0])
+        publish(render_outage(outages, args.duration, command_line("pacing.py", argv), loads), args.write)
         return 0
     rows: list[LoadRow] = []
-    load_before = os.getloadavg()[0]
     try:
         plain = [(Server(algorithm), replicas, shared) for algorithm in algorithms
                  for replicas, shared in ((1, False), (1, True), (3, True))]

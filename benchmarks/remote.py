@@ -1,7 +1,8 @@
 """Remote-mode benchmark: many tenants through a load balancer to several replicas sharing pacing through Redis.
 
     .venv/bin/python benchmarks/remote.py [--duration 30] [--tenants 200] [--rates 0,40] [--auth request]
-                                          [--targets lb,replica,bare] [--modes auto,legacy] [--write docs/benchmarks.md]
+                                          [--targets lb,replica,bare] [--modes auto,legacy] [--profile]
+                                          [--write docs/benchmarks.md]
 
 One sandbox with a token per tenant, one redis-server, and per target: 3 replica processes of our server behind
 HAProxy (round robin per request, no stickiness), one replica alone, or the SDK's bare server alone
@@ -33,6 +34,7 @@ from fleet import HAPROXY, Haproxy, ServerProcess, bare_server, mcp_server, redi
 from http_load import ERAS, LoadJob, LoadResult, run_load_process
 from redis import Redis
 from report import command_line, publish
+from sampling import sampling
 from stats import percentile
 from tenants import (
     ORG_ID,
@@ -58,6 +60,7 @@ TARGETS = {
 }
 MODES = tuple(ERAS)
 REDIS_FALLBACK = re.compile(r"Redis is unreachable \((\w+)")  # a replica's log line when it paces locally
+PACING_FRAME = r"pacing/\w+\.py"  # a stack under the pacer (fifo.py, redis_ledger.py, ...): its Redis calls too
 
 
 @dataclass
@@ -73,6 +76,8 @@ class Row:
     spread: dict[str, int] = field(default_factory=dict)  # responses per replica (through HAProxy)
     loadavg: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
     redis_fallbacks: Counter[str] = field(default_factory=Counter)  # why replicas paced locally, how often
+    pacing_share: float | None = None  # of the servers' busy CPU (py-spy samples), with --profile
+    redis_reply: float = 0.0  # bytes Redis sent per script it ran (acquire, settle, ...): nearly all it answers
 
     @property
     def p50(self) -> float:
@@ -108,6 +113,7 @@ class Bench:
     fixtures: list[TenantFixture]
     duration: float
     warmup_calls: int
+    profile: bool = False  # sample the servers with py-spy while the load runs
 
 
 @contextmanager
@@ -137,6 +143,7 @@ def measure(target: str, mode: str, offered: float, served: Served, bench: Bench
     sandbox saw."""
     with Redis.from_url(bench.redis_url) as redis:
         redis.flushall()
+        redis.config_resetstat()
     bench.sandbox.state.limiter.reset()
     balancer, servers = served.balancer, served.servers
     before = balancer.responses_per_server() if balancer else {}
@@ -147,8 +154,13 @@ def measure(target: str, mode: str, offered: float, served: Served, bench: Bench
     logged = [len(s.stderr_text()) for s in servers]
     bench.sandbox.request_log.clear()
     load_before = os.getloadavg()[0]
-    load = run_load_process(job)
+    with ExitStack() as stack:
+        samples = stack.enter_context(sampling(job.server_pids)) if bench.profile else None
+        load = run_load_process(job)
     load_after = os.getloadavg()[0]
+    with Redis.from_url(bench.redis_url) as redis:
+        sent, scripts = redis.info("stats")["total_net_output_bytes"], redis.info("commandstats")
+    redis_reply = sent / max(1, sum(scripts.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval")))
     records = [r for r in list(bench.sandbox.request_log) if r.operation is not None]
     memory = [(m["VmRSS"] / 1024, m["VmHWM"] / 1024) for m in (s.memory_kib() for s in servers)]
     spread = {}
@@ -157,7 +169,8 @@ def measure(target: str, mode: str, offered: float, served: Served, bench: Bench
     fallbacks = Counter(reason for s, start in zip(servers, logged, strict=True)
                         for reason in REDIS_FALLBACK.findall(s.stderr_text()[start:]))
     return Row(target, mode, offered, load, len(records), sum(1 for r in records if r.status == 429),
-               check_tokens(records, bench.fixtures), memory, spread, (load_before, load_after), fallbacks)
+               check_tokens(records, bench.fixtures), memory, spread, (load_before, load_after), fallbacks,
+               samples.share(PACING_FRAME) if samples else None, redis_reply)
 
 
 def label(target: str, replicas: int) -> str:
@@ -267,6 +280,10 @@ def render(rows: list[Row], args: argparse.Namespace, command: str, machine_load
             kinds = ", ".join(f"{kind} ×{count}" for kind, count in sorted(row.load.errors.items()))
             notes.append(f"errors: {kinds or 'none in the window'}; {row.load.warmup_errors} in the warm-up; "
                          f"{row.load.connect_failures} tenants could not connect")
+        notes.append(f"Redis sent {row.redis_reply:,.0f} bytes per script it ran (acquire, settle) on average")
+        if row.pacing_share is not None:
+            notes.append(f"pacing (the pacer and its Redis calls) took {row.pacing_share:.1%} of the servers' busy "
+                         "CPU (py-spy samples, warm-up included)")
         if row.redis_fallbacks:
             reasons = ", ".join(f"{reason} ×{count}" for reason, count in row.redis_fallbacks.items())
             notes.append(f"replicas logged 'Redis is unreachable' and paced locally for a while: {reasons}")
@@ -318,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="0",
                         help="calls a second all tenants offer together, comma-separated; 0: each tenant calls back "
                              "to back (default: %(default)s)")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the servers with py-spy during each row: the share of CPU spent pacing")
     parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
     args = parser.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
@@ -344,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         redis = redis_server()
         stack.callback(redis.stop)
         redis_url = f"redis://127.0.0.1:{redis.port}/0"
-        bench = Bench(sandbox, redis_url, create_fixtures(sandbox, users), args.duration, args.warmup_calls)
+        bench = Bench(sandbox, redis_url, create_fixtures(sandbox, users), args.duration, args.warmup_calls,
+                      args.profile)
         env = server_env(sandbox, redis_url, args.auth, tokens[0])
         for target in targets:
             with serving(target, args.replicas, env, args.auth) as served:
@@ -357,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"p99 {row.p99 * 1000:.0f} ms, errors {row.load.errors or 0} "
                           f"{row.load.error_samples[:2] or ''}, 429 {row.upstream_429}, "
                           f"foreign token {row.tokens.foreign}/{row.tokens.attributed}, "
+                          + (f"pacing {row.pacing_share:.1%} of CPU, " if row.pacing_share is not None else "")
+                          + f"Redis {row.redis_reply:,.0f} B per script, " +
                           f"in {time.monotonic() - started:.0f} s", flush=True)
     publish(render(rows, args, command_line("remote.py", argv), machine_load), args.write)
     return 0

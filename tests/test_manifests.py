@@ -811,7 +811,7 @@ def _exposed_series() -> dict[str, frozenset[str]]:
     metrics.responded(401, "no_token")
     metrics.token_checked(True)
     series: dict[str, set[str]] = {}
-    for family in text_string_to_metric_families(metrics.exposition(redis_up=True).decode()):
+    for family in text_string_to_metric_families(metrics.exposition("reachable").decode()):
         for sample in family.samples:
             series.setdefault(sample.name, set()).update(sample.labels)
     return {name: frozenset(labels) for name, labels in series.items()}

@@ -152,11 +152,11 @@ async def test_without_redis_a_replica_paces_at_its_share_on_top_of_the_history_
 
     own_redis_server.start()  # an empty Redis again, on the same port
     await anyio.sleep(0.06)
-    with pytest.raises(RateLimitError):  # still at its share, for a window, while other replicas come back
+    with pytest.raises(RateLimitError):  # still at its share for a moment, while other replicas come back
         await replica.acquire(key, ["standard"], time.monotonic() + 1)
     assert replica.ledger.degraded and "reachable again" in caplog.records[-1].getMessage()
-    async with Redis.from_url(own_redis_server.url) as inspect:  # what it sent meanwhile was carried into Redis
-        assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 1
+    async with Redis.from_url(own_redis_server.url) as inspect:  # Redis came back empty: all this replica sent in
+        assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 3  # the last two windows was carried into it
     await replica.aclose()
 
 
@@ -286,3 +286,103 @@ async def test_replicas_share_the_probe_after_a_429(redis_server: RedisServer, i
             await anyio.sleep(wait)
     await first.aclose()
     await second.aclose()
+
+
+async def output_bytes(inspect: Redis) -> int:
+    return int((await inspect.info("stats"))["total_net_output_bytes"])
+
+
+async def test_an_acquire_answers_in_a_few_bytes_however_long_the_log(redis_server: RedisServer,
+                                                                      inspect: Redis) -> None:
+    """One small reply per acquire (send now, or the wait), not each bucket's log for the replica to parse."""
+    limits = {"standard": RateLimit(1000, 30), "logs": RateLimit(1000, 60)}
+    ledger, key = RedisLedger(redis_server.url, limits, margin=MARGIN, max_replicas=4), token()
+    for _ in range(400):
+        assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
+    before = await output_bytes(inspect)
+    info = await output_bytes(inspect) - before  # what asking for the figure costs by itself
+    before = await output_bytes(inspect)
+    assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
+    reply = await output_bytes(inspect) - before - info
+    assert reply < 100, reply  # the whole logs would be 2 x 400 bounds of about 20 bytes each
+    await ledger.aclose()
+
+
+async def test_a_log_keeps_no_bound_older_than_two_windows(redis_server: RedisServer, inspect: Redis) -> None:
+    """Bounded by time, not only by the limit: a large limit's log holds the sends of its last two windows."""
+    ledger, key = RedisLedger(redis_server.url, {"standard": RateLimit(1000, 0.1)}, margin=MARGIN,
+                              max_replicas=4), token()
+    for _ in range(20):
+        await ledger.charge(key, ["standard"], bulk=False)
+    await anyio.sleep(0.3)  # past two windows and the margin
+    await ledger.charge(key, ["standard"], bulk=False)
+    assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 1
+    await ledger.aclose()
+
+
+@pytest.mark.parametrize("keeps_data", [True, False], ids=["with its data", "empty"])
+async def test_after_redis_returns_a_replica_is_back_on_the_shared_limit_within_seconds(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, keeps_data: bool) -> None:
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.1)
+    limits = {"standard": RateLimit(20, 30), "logs": RateLimit(60, 60)}  # the longest window held a replica back
+    replica, key = RedisLedger(own_redis_server.url, limits, margin=MARGIN, max_replicas=4), token()
+    for _ in range(4):
+        assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
+    async with Redis.from_url(own_redis_server.url) as control:
+        if keeps_data:
+            await control.execute_command("CLIENT", "PAUSE", 300, "ALL")  # stalled, then back as it was
+        else:
+            own_redis_server.stop()
+    assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)  # at its share: 1 of the 16 left
+    assert replica.degraded
+    if not keeps_data:
+        own_redis_server.start()
+    await anyio.sleep(0.35)
+    await replica.estimate(key, ["standard"], bulk=False, ahead=0)  # finds Redis back
+    await anyio.sleep((redis_ledger.REJOIN_TRIES + 1) * redis_ledger.RETRY_REDIS_AFTER)
+    # The shared limit again, not 1/4 of it: 20 less the 5 sent, which Redis holds whether it kept its data or not.
+    charged = [await replica.charge(key, ["standard"], bulk=False) for _ in range(16)]
+    assert [isinstance(c, Receipt) for c in charged] == [True] * 15 + [False]
+    assert not replica.degraded
+    await replica.aclose()
+
+
+async def test_a_redis_that_never_answered_is_told_apart_from_one_that_went_away(
+        caplog: pytest.LogCaptureFixture, redis_binary: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
+    caplog.set_level(logging.WARNING, logger="agent_automation_mcp.pacing")
+    server = RedisServer(redis_binary)  # a port nothing listens on yet
+    ledger = RedisLedger(server.url, {"standard": RateLimit(5, 10)}, margin=MARGIN, max_replicas=4)
+    try:
+        assert await ledger.store_state() == "never reached"
+        assert f"127.0.0.1:{server.port}" in caplog.text and "AGENT_AUTOMATION_REDIS_URL" in caplog.text
+        server.start()
+        await anyio.sleep(0.1)
+        assert await ledger.store_state() == "reachable"
+        server.stop()
+        assert await ledger.store_state() == "unreachable"
+    finally:
+        server.stop()
+        await ledger.aclose()
+
+
+async def test_a_redis_restarted_empty_between_two_calls_gets_the_window_back(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """No call saw Redis go: the first acquire after it finds fewer sends in the window than this replica made
+    there, charges nothing, and the replica gives them back before it sends on the shared limit again."""
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
+    replica, key = RedisLedger(own_redis_server.url, {"standard": RateLimit(6, 30)}, margin=MARGIN,
+                               max_replicas=4), token()
+    for _ in range(4):
+        assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
+    own_redis_server.stop()
+    own_redis_server.start()  # empty
+    charged = []
+    for _ in range(6):
+        charged.append(await replica.charge(key, ["standard"], bulk=False))
+        await anyio.sleep(0.3)  # past the grace after Redis is found back (REJOIN_TRIES x 0.05 s)
+    assert [isinstance(c, Receipt) for c in charged] == [False, False, True, True, False, False]  # 4 + 2 = 6
+    assert "Redis has lost recent sends" in caplog.text
+    async with Redis.from_url(own_redis_server.url) as inspect:
+        assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 6
+    await replica.aclose()

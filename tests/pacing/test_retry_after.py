@@ -86,3 +86,22 @@ async def test_a_short_retry_after_is_waited_out_and_the_call_succeeds(
             tg.start_soon(lift_the_fault)
             assert (await client.within(20).get_agent_run(run)).id == run
     assert sent(sandbox, "get_agent_run") == 2  # refused once, then sent again after the pause
+
+
+async def test_a_slot_that_leaves_no_time_for_the_request_is_answered_at_once(
+        client: AgentAutomationClient, sandbox: SandboxServer) -> None:
+    """Issue 20: after a pause, the call whose budget ends just after the pause is refused at once with the wait,
+    not held for the whole pause only to fail; one whose budget leaves room for the request waits and succeeds."""
+    run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={}).json()["id"]
+    refuse(sandbox, "get_agent_run", 3)
+    with pytest.raises(RateLimitError):  # a 3 s pause does not fit a 1 s budget
+        await client.within(1).get_agent_run(run)
+    httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}).raise_for_status()
+
+    started = anyio.current_time()
+    with pytest.raises(RateLimitError) as caught:  # the slot comes about 0.3 s before the deadline
+        await client.within(3.3).get_agent_run(run)
+    assert anyio.current_time() - started < 1  # answered at once, not after the pause
+    assert 2 < caught.value.retry_after <= 3 and "nothing was sent" in str(caught.value)
+    assert (await client.within(6).get_agent_run(run)).id == run  # 2 s or more left after the slot: it waits
+    assert sent(sandbox, "get_agent_run") == 2

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
+
+# The store shared with other replicas: answering, not answering now, or not once since this process started.
+StoreState = Literal["reachable", "unreachable", "never reached"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +29,8 @@ class Pacer(Protocol):
                       bulk: bool = False) -> Receipt:
         """Wait until one request may be charged to every bucket at once, then charge it.
 
-        `deadline` is a `time.monotonic()` instant; when the wait would pass it, raise
-        `RateLimitError` with `retry_after` set, without charging anything. `bulk` requests (trace
+        `deadline` is a `time.monotonic()` instant; when the wait would not leave time before it for the request
+        itself, raise `RateLimitError` with `retry_after` set at once, without charging anything. `bulk` requests (trace
         paging) must leave room for interactive ones on the same token.
         """
         ...
@@ -41,7 +44,7 @@ class Pacer(Protocol):
         """The service answered 429 anyway: adapt, and return the seconds to wait before a retry."""
         ...
 
-    async def reachable(self) -> bool | None:
+    async def store_state(self) -> StoreState | None:
         """Whether the store shared with other replicas answers now; None when pacing is this process's alone."""
         ...
 

@@ -2,19 +2,26 @@
 -- The same rule as sliding_log.py: the log of stamp bounds, a pause, probes and even spacing after a 429.
 -- KEYS: per bucket, its log (stamp bounds in microseconds, largest first) and its mode hash.
 -- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin, probe lease,
---       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up.
--- Returns {1, bound, now, views...} when charged (bound: what the send was logged with, for settle.lua), else
--- {0, wait, now, views...}; times in microseconds. Per bucket a view {pause_until, spacing_until, last departure,
--- bounds largest first...} lets the replica keep the shared log should Redis go.
+--       parts (see below), then per bucket: limit, cap (the share this caller may fill), window, spacing interval,
+--       stagger, catch-up, and how many of the caller's own sends must lie within the window.
+-- Returns {1, bound, counts...} when charged (bound: what the send was logged with, for settle.lua), else
+-- {0, wait, counts...}, or {2, 0, counts...} without charging when a log holds fewer bounds within its window than
+-- the caller's own sends there: Redis lost them (it restarted empty), and the caller must give them back first.
+-- Times in microseconds. Per bucket, counts holds `parts` numbers: how many bounds lie within
+-- the newest 1/parts, 2/parts ... of its window. That is all a replica keeps of the shared log, should Redis go
+-- (see redis_ledger.RedisLedger): the sends' times to within a part of the window.
+-- A log holds no bound older than two windows and the margin (the 429 handler's look back, see penalise.lua), and
+-- never more than the limit: the rule reads nothing else.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local charge, ahead, margin, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local parts = tonumber(ARGV[5])
 local buckets = #KEYS / 2
 local ready = now
 local slots = {}  -- per bucket in spacing mode: the slot of its last send (see sliding_log.CATCH_UP)
 local probing = {}  -- per bucket: this send is its probe
 for i = 1, buckets do
-  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 6 * (i - 1)
+  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 7 * (i - 1)
   local limit, cap, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local interval, stagger, catch_up = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local at = now
@@ -44,12 +51,28 @@ for i = 1, buckets do
   end
   probing[i] = state[5] ~= false
 end
-local charged = charge == 1 and ready <= now
+-- Bounds within `horizon` in a log, largest first: found by halving, so a long log (a large limit) costs a few
+-- reads. `from`: as many are known to lie within it already.
+local function within(log, horizon, from)
+  local lo, hi = from, redis.call('LLEN', log)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if tonumber(redis.call('LINDEX', log, mid)) > horizon then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+local lost = false
+for i = 1, buckets do
+  local a = 5 + 7 * (i - 1)
+  local expected = tonumber(ARGV[a + 7])
+  if expected > 0 and within(KEYS[2 * i - 1], now - tonumber(ARGV[a + 3]), 0) < expected then lost = true end
+end
+local charged = charge == 1 and ready <= now and not lost
 local bound = string.format('%.0f', now + margin)
 if charged then
   local departed = string.format('%.0f', now)
   for i = 1, buckets do
-    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 6 * (i - 1)
+    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 7 * (i - 1)
     local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
     local keep = math.ceil((2 * window + margin) / 1000) + 1000  -- ms: the 429 handler looks two windows back
     if slots[i] then
@@ -62,15 +85,23 @@ if charged then
     if redis.call('PTTL', mode) < keep then redis.call('PEXPIRE', mode, keep) end  -- never shortens a 429's
     redis.call('LPUSH', log, bound)  -- no smaller than any bound logged: those left earlier
     redis.call('LTRIM', log, 0, limit - 1)
+    local stale = now - 2 * window - margin  -- older bounds can no longer matter to any rule
+    local oldest = redis.call('LINDEX', log, -1)
+    while oldest and tonumber(oldest) <= stale do
+      redis.call('RPOP', log)
+      oldest = redis.call('LINDEX', log, -1)
+    end
     redis.call('PEXPIRE', log, keep)
   end
 end
-local reply = {0, ready - now, now}
-if charged then reply = {1, tonumber(bound), now} end
+local reply = {0, ready - now}
+if charged then reply = {1, tonumber(bound)} elseif lost then reply = {2, 0} end
 for i = 1, buckets do
-  local state = redis.call('HMGET', KEYS[2 * i], 'pause_until', 'spacing_until', 'last')
-  local view = {tonumber(state[1]) or 0, tonumber(state[2]) or 0, tonumber(state[3]) or 0}
-  for _, sent in ipairs(redis.call('LRANGE', KEYS[2 * i - 1], 0, -1)) do view[#view + 1] = tonumber(sent) end
-  reply[#reply + 1] = view
+  local log, window = KEYS[2 * i - 1], tonumber(ARGV[5 + 7 * (i - 1) + 3])
+  local count = 0
+  for part = 1, parts do
+    count = within(log, now - window * part / parts, count)
+    reply[#reply + 1] = count
+  end
 end
 return reply

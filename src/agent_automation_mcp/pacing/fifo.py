@@ -20,10 +20,14 @@ import anyio
 
 from ..api.errors import RateLimitError
 from ..api.limits import RateLimit
-from ..api.pacer import Receipt
+from ..api.pacer import Receipt, StoreState
 from .ledger import Ledger, Outcome, check_buckets
 
 WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or replicas that wake at one instant
+# A call waits for a slot only if this much of its budget is left after the slot, for the request itself: the
+# service's slowest usual answer takes about a second. Past that it is answered at once with the wait, rather than
+# held for a slot it could not use. A slot free now is always taken, whatever is left.
+REQUEST_SECONDS: Final = 1.0
 
 
 @dataclass(slots=True)
@@ -57,7 +61,10 @@ class FifoPacer:
             if ahead:  # give up now if even the best case is past the deadline
                 self._check_deadline(names, await self.ledger.estimate(token_key, names, bulk=bulk, ahead=ahead),
                                      deadline)
-            with anyio.move_on_after(None if deadline is None else deadline - time.monotonic()) as waited:
+            # The head of the queue takes the free lock whatever is left; the others wait for it while that leaves
+            # time for the request.
+            patience = None if deadline is None or not ahead else deadline - REQUEST_SECONDS - time.monotonic()
+            with anyio.move_on_after(patience) as waited:
                 await queue.lock.acquire()
             if waited.cancelled_caught:
                 wait = await self.ledger.estimate(token_key, names, bulk=bulk, ahead=queue.ahead_of(ticket))
@@ -88,20 +95,20 @@ class FifoPacer:
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
         return await self.ledger.penalise(token_key, check_buckets(self.limits, buckets), retry_after)
 
-    async def reachable(self) -> bool | None:
-        return await self.ledger.reachable()
+    async def store_state(self) -> StoreState | None:
+        return await self.ledger.store_state()
 
     async def aclose(self) -> None:
         await self.ledger.aclose()
 
     def _check_deadline(self, buckets: tuple[str, ...], wait: float, deadline: float | None) -> None:
-        if deadline is not None and time.monotonic() + wait > deadline:
+        if deadline is not None and time.monotonic() + wait + REQUEST_SECONDS > deadline:
             raise self._too_long(buckets, wait)
 
     def _too_long(self, buckets: tuple[str, ...], wait: float) -> RateLimitError:
         limits = ", ".join(f"{name} {self.limits[name]}" for name in buckets)
         return RateLimitError(
-            f"the API token's rate limit ({limits}) allows this request in {wait:.1f}s, after this call's time "
-            f"budget; nothing was sent", retry_after=round(wait, 3),
+            f"the API token's rate limit ({limits}) allows this request in {wait:.1f}s, too late to send it within "
+            f"this call's time budget; nothing was sent", retry_after=round(wait, 3),
             hint="Nothing was sent. Wait retry_after_seconds, then call again (or ask for less at once).")
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
 from ..api.limits import RateLimit
-from ..api.pacer import Receipt
+from ..api.pacer import Receipt, StoreState
 
 # How a charged send ended: answered and let through (whatever the status), answered 429, or no answer came.
 Outcome = Literal["admitted", "refused", "unanswered"]
@@ -31,8 +31,8 @@ class Ledger(Protocol):
         """Record an unexpected 429 (even spacing, pause) and return the pause in seconds."""
         ...
 
-    async def reachable(self) -> bool | None:
-        """Whether the shared store answers now; None for a ledger that is not shared."""
+    async def store_state(self) -> StoreState | None:
+        """Whether the shared store answers now (or never has); None for a ledger that is not shared."""
         ...
 
     async def aclose(self) -> None: ...

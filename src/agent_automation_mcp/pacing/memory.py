@@ -71,7 +71,7 @@ class MemoryLedger:
     async def penalise(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
         return sliding_log.penalise(self.bucket_logs(token_key, buckets), self._clock(), retry_after, self._rng)
 
-    async def reachable(self) -> bool | None:
+    async def store_state(self) -> None:
         return None
 
     async def aclose(self) -> None:

@@ -3,19 +3,24 @@
 Each check-and-charge is one server-side script over all of a request's buckets, timed by Redis' own
 clock, so replicas whose clocks disagree cannot skew a window. Keys carry the token's hash and a hash tag
 (`aamcp:{<token_key>}:<bucket>`), so a token's keys share one Cluster slot and never show the token.
+Each answer is one small reply: send now (and the bound the send was logged with) or the seconds to wait, and per
+bucket how many sends each quarter of its last window holds, all a replica keeps of the shared log should Redis go.
 If Redis cannot be reached, this replica keeps serving from a local ledger at 1/max_replicas of each limit, on
-top of the shared history it last saw, which stays within the limit as long as no more replicas than that run,
-and tries Redis again shortly (see `RedisLedger`).
+top of the shared history it last heard of, which stays within the limit as long as no more replicas than that
+run, and tries Redis again shortly (see `RedisLedger`).
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import random
 import time
+import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from typing import Final, Literal
 
@@ -27,7 +32,7 @@ from redis.exceptions import ConnectionError as BrokenConnection
 from redis.exceptions import RedisError
 
 from ..api.limits import RateLimit
-from ..api.pacer import Receipt
+from ..api.pacer import Receipt, StoreState
 from . import sliding_log
 from .ledger import Outcome
 from .memory import MemoryLedger
@@ -40,15 +45,26 @@ REDIS_CONNECTIONS: Final = 32  # per replica; more calls at once wait for a conn
 # lag (a stalled Redis is found by REDIS_TIMEOUT on the connections in use, not by this wait).
 REDIS_POOL_WAIT: Final = 5.0
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried again
+# After Redis is back, a replica keeps its local share as well for this many times RETRY_REDIS_AFTER (8 s): by then
+# every replica serving calls has tried Redis again and carried its sends into it, and so has one without calls, at
+# its next readiness probe (every 5 s in the shipped Deployment; `/readyz` asks Redis too).
+REJOIN_TRIES: Final = 4
+SWEEP_EVERY: Final = 60.0  # seconds between passes that forget what this replica sent on idle tokens
+# Each acquire answers, per bucket, how many sends lie within the newest 1/PARTS, 2/PARTS ... of its window: cut
+# off, a replica counts each send as made at the end of its part, at most window / PARTS later than it was.
+PARTS: Final = 4
 KEY_PREFIX: Final = "aamcp"
+MARKER_KEY: Final = f"{KEY_PREFIX}:marker"  # see epoch.lua
 _US: Final = 1_000_000
 _ACQUIRE: Final = files(__package__).joinpath("acquire.lua").read_text()
 _PENALISE: Final = files(__package__).joinpath("penalise.lua").read_text()
 _CARRY: Final = files(__package__).joinpath("carry.lua").read_text()
 _SETTLE: Final = files(__package__).joinpath("settle.lua").read_text()
+_EPOCH: Final = files(__package__).joinpath("epoch.lua").read_text()
 _OUTCOMES: Final[dict[Outcome | Literal["never sent"], int]] = {  # as settle.lua numbers them
     "admitted": 0, "refused": 1, "unanswered": 2, "never sent": 3}
 _UNREACHABLE: Final = (RedisError, OSError, TimeoutError)
+_FORGOTTEN: Final = 2  # acquire.lua's answer when Redis lacks sends of ours
 
 Route = Literal["shared", "rejoining", "local"]
 
@@ -62,14 +78,34 @@ def bucket_keys(token_key: str, buckets: Sequence[str]) -> list[str]:
     return keys
 
 
+@dataclass(slots=True)
+class _Sent:
+    """What this replica knows of one (token, bucket) without asking Redis: enough to pace alone, and to give Redis
+    back this replica's sends should it come back without them."""
+
+    counts: tuple[int, ...] = ()  # bounds within the newest 1/PARTS, 2/PARTS ... of the window at Redis' last answer
+    seen: float = -math.inf  # when that was (time.monotonic())
+    own: deque[float] = field(default_factory=deque)  # this replica's bounds of the last two windows, oldest first
+    unshared: list[float] = field(default_factory=list)  # those of them Redis does not hold, oldest first
+
+    def add(self, bound: float, keep: float, *, shared: bool) -> None:
+        self.own.append(bound)
+        while self.own[0] < bound - keep:
+            self.own.popleft()
+        if not shared:
+            self.unshared = [*(t for t in self.unshared if t >= bound - keep), bound]
+
+
 class RedisLedger:
     """A `Ledger` in Redis, falling back to local pacing while Redis is unreachable.
 
-    While Redis answers, the local ledger mirrors the shared log of every bucket it touches (all replicas'
-    sends), so a fall-back starts from that history, not from nothing. Cut off, this replica counts each of its
-    sends `max_replicas` times on top of it: its share, whatever the others sent before. When Redis answers again,
-    the sends made meanwhile are carried into it. For one more window (and the time other replicas take to notice)
-    a send must then pass both Redis and the local share: the sends of replicas still cut off are not in Redis yet.
+    While Redis answers, this replica keeps per bucket it touches how many sends (every replica's) each part of the
+    shared log's window held at the last answer, and its own sends of the last two windows. Cut off, it counts those
+    shared sends as made at the end of their part, and each of its own sends `max_replicas` times on top: its share,
+    whatever the others sent before. When Redis answers again, this replica carries into it the sends it made
+    meanwhile, and all its sends of the last two windows if Redis came back without its data (a new marker, see
+    epoch.lua). For REJOIN_TRIES tries more (seconds, while other replicas find Redis back and carry theirs) a send
+    must pass both Redis and the local share; then Redis alone paces again.
     """
 
     def __init__(self, url: str, limits: Mapping[str, RateLimit], *, margin: float, max_replicas: int) -> None:
@@ -84,15 +120,21 @@ class RedisLedger:
         pool = BlockingConnectionPool.from_url(
             url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT, socket_timeout=REDIS_TIMEOUT,
             socket_connect_timeout=REDIS_TIMEOUT, retry=Retry(NoBackoff(), 1, supported_errors=(BrokenConnection,)))
+        self._where = ":".join(str(pool.connection_kwargs.get(k, "")) for k in ("host", "port", "path")).strip(":")
         self._redis = Redis.from_pool(pool)
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._penalise = self._redis.register_script(_PENALISE)
         self._carry = self._redis.register_script(_CARRY)
         self._settle = self._redis.register_script(_SETTLE)
+        self._epoch = self._redis.register_script(_EPOCH)
+        self._marker: bytes | None = None  # the marker of Redis' data when last reached; None: never reached
         self._retry_redis_at: float | None = None  # set while Redis is unreachable
         self._rejoined_until: float | None = None  # set while pacing at the share after Redis came back
-        self._unshared: dict[str, dict[str, list[float]]] = {}  # token -> bucket -> bounds Redis has not seen
+        self._sent: dict[str, dict[str, _Sent]] = {}  # token -> bucket -> what this replica knows of it
+        self._next_sweep = time.monotonic() + SWEEP_EVERY
         self._carrying = False  # a call is handing Redis those sends
+        self._restoring = False  # Redis was found to lack our sends, which are marked unshared already
+        self._reaching = anyio.Lock()  # the first contact, which learns the marker
         self._rejoining = anyio.Lock()
 
     @property
@@ -104,28 +146,30 @@ class RedisLedger:
         route = await self._route()
         if route == "shared":
             try:
-                return await self._charge(token_key, buckets, bulk, mirror=True)
+                shared = await self._charge(token_key, buckets, bulk)
             except _UNREACHABLE as exc:
                 self._lost(exc)
+            else:
+                if shared is not None:
+                    return shared
         elif route == "rejoining":
             # One at a time: the local share is checked before Redis is asked, and counted after it said yes.
             async with self._rejoining:
                 if wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0):
-                    return wait
+                    # Ask again when the grace ends, if that comes first.
+                    return min(wait, max((self._rejoined_until or 0.0) - time.monotonic(), 0.001))
                 try:
-                    shared = await self._charge(token_key, buckets, bulk, mirror=False)
+                    shared = await self._charge(token_key, buckets, bulk)
                 except _UNREACHABLE as exc:
                     self._lost(exc)
                 else:
                     if isinstance(shared, Receipt):
                         return replace(shared, local=self.local.record(token_key, buckets).local)
-                    return shared
+                    if shared is not None:
+                        return shared
         charged = await self.local.charge(token_key, buckets, bulk=bulk)
         if isinstance(charged, Receipt) and charged.local is not None:
-            now, sent = time.monotonic(), self._unshared.setdefault(token_key, {})
-            for bucket in buckets:  # only the last two windows can matter to Redis (see acquire.lua)
-                kept = 2 * self.limits[bucket].window + self.margin
-                sent[bucket] = [*(t for t in sent.get(bucket, ()) if now - t < kept), charged.local]
+            self._sent_own(token_key, buckets, charged.local, shared=False)
         return charged
 
     async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
@@ -138,10 +182,13 @@ class RedisLedger:
     async def estimate(self, token_key: str, buckets: Sequence[str], *, bulk: bool, ahead: int) -> float:
         if await self._route() == "shared":
             try:
-                keys, args = bucket_keys(token_key, buckets), self._args(buckets, bulk, 0, ahead)
-                _, wait, now, *views = await self._acquire(keys=keys, args=args)
-                self._mirror(token_key, buckets, now, views)
-                return wait / _US
+                keys, args = bucket_keys(token_key, buckets), self._args(token_key, buckets, bulk, 0, ahead)
+                answer, wait, *counts = await self._acquire(keys=keys, args=args)
+                if answer == _FORGOTTEN:
+                    self._forgotten()
+                else:
+                    self._heard(token_key, buckets, counts)
+                    return wait / _US
             except _UNREACHABLE as exc:
                 self._lost(exc)
         return await self.local.estimate(token_key, buckets, bulk=bulk, ahead=ahead)
@@ -158,29 +205,36 @@ class RedisLedger:
                 wait = await self._penalise(keys=bucket_keys(token_key, buckets), args=args) / _US
             except _UNREACHABLE as exc:
                 self._lost(exc)
-            else:  # the next acquire mirrors the pause; until then the local ledger holds it too
+            else:  # the local ledger holds the pause too, should Redis go
                 await self.local.penalise(token_key, buckets, wait)
                 return wait
         return await self.local.penalise(token_key, buckets, retry_after)
 
-    async def reachable(self) -> bool | None:
-        try:
-            return bool(await self._redis.ping())
-        except _UNREACHABLE:
-            return False
+    async def store_state(self) -> StoreState:
+        """Whether Redis answers now, or never has since this replica started. Also a chance to rejoin Redis when
+        due, so a replica without calls (readiness probes only) carries its sends back too."""
+        if await self._route() != "local":
+            try:
+                await self._redis.ping()
+                return "reachable"
+            except _UNREACHABLE as exc:
+                self._lost(exc)
+        return "unreachable" if self._marker is not None else "never reached"
 
     async def aclose(self) -> None:
         await self._redis.aclose()
         await self.local.aclose()
 
-    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool, *,
-                      mirror: bool) -> Receipt | float:
+    async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool) -> Receipt | float | None:
+        """Charge in Redis; None if Redis turned out to lack sends of ours (then nothing was charged)."""
         keys = bucket_keys(token_key, buckets)
         # Shielded: once the script has run, its answer must come back, or a cancelled caller stays charged.
         with anyio.CancelScope(shield=True):
-            charged, value, now, *views = await self._acquire(keys=keys, args=self._args(buckets, bulk, 1, 0))
-        if mirror:
-            self._mirror(token_key, buckets, now, views)
+            charged, value, *counts = await self._acquire(keys=keys, args=self._args(token_key, buckets, bulk, 1, 0))
+        if charged == _FORGOTTEN:
+            self._forgotten()
+            return None
+        self._heard(token_key, buckets, counts)
         if not charged:
             return max(value, 1) / _US
         try:
@@ -189,6 +243,7 @@ class RedisLedger:
             with anyio.CancelScope(shield=True):
                 await self._settle_shared(token_key, buckets, value, "never sent")
             raise
+        self._sent_own(token_key, buckets, time.monotonic() + self.margin, shared=True)
         return Receipt(token_key, tuple(buckets), shared=value)
 
     async def _settle_shared(self, token_key: str, buckets: Sequence[str], bound: int,
@@ -198,48 +253,105 @@ class RedisLedger:
         except _UNREACHABLE as exc:
             logger.debug("could not settle a send in Redis; it keeps its bound there: %s", exc)
 
-    def _args(self, buckets: Sequence[str], bulk: bool, charge: int, ahead: int) -> list[int | float]:
-        args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US)]
+    def _args(self, token_key: str, buckets: Sequence[str], bulk: bool, charge: int,
+              ahead: int) -> list[int | float]:
+        args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US),
+                                   PARTS]
+        now, sent = time.monotonic(), self._sent.get(token_key, {})
         for bucket in buckets:
             limit = self.limits[bucket]
             args += [limit.count, sliding_log.bulk_cap(limit) if bulk else limit.count, round(limit.window * _US),
                      round(sliding_log.spacing_interval(limit) * _US),
-                     round(sliding_log.stagger(limit) * _US), round(sliding_log.catch_up(limit) * _US)]
+                     round(sliding_log.stagger(limit) * _US), round(sliding_log.catch_up(limit) * _US),
+                     self._inside(bucket, sent.get(bucket), now)]
         return args
 
-    def _mirror(self, token_key: str, buckets: Sequence[str], redis_now: int, views: list[list[int]]) -> None:
-        """Copy the shared logs into the local ledger, on this process' clock."""
+    def _inside(self, bucket: str, known: _Sent | None, now: float) -> int:
+        """How many of our sends Redis must hold within the bucket's window: those that departed (bound less the
+        margin) inside it by more than a margin of clock difference. None to check while our own are not all in."""
+        if known is None or known.unshared or self.degraded:
+            return 0
+        return len(known.own) - bisect.bisect_right(known.own, now - self.limits[bucket].window + 2 * self.margin)
+
+    def _keep(self, bucket: str) -> float:
+        """How long a send can matter to Redis: two windows and the margin (see acquire.lua)."""
+        return 2 * self.limits[bucket].window + self.margin
+
+    def _known(self, token_key: str, bucket: str) -> _Sent:
+        sent = self._sent.get(token_key)
+        if sent is None:
+            sent = self._sent[token_key] = {}
+        known = sent.get(bucket)
+        if known is None:
+            known = sent[bucket] = _Sent()
+        return known
+
+    def _heard(self, token_key: str, buckets: Sequence[str], counts: list[int]) -> None:
         now = time.monotonic()
-        self.local.sweep(now)
-        offset = now - redis_now / _US
+        for i, bucket in enumerate(buckets):
+            known = self._known(token_key, bucket)
+            known.counts, known.seen = tuple(counts[i * PARTS:(i + 1) * PARTS]), now
+        if now >= self._next_sweep:
+            self._sweep(now)
 
-        def local_time(stamp: int) -> float:
-            return stamp / _US + offset if stamp else -math.inf
+    def _forgotten(self) -> None:
+        """Redis answers but lacks sends of ours from its window (acquire.lua charged nothing): it restarted empty
+        between two of our calls. Give it every send of ours of the last two windows at the next call, pacing
+        meanwhile and for the grace after on the local share as well, as after an outage: other replicas have yet
+        to find out and carry theirs."""
+        logger.warning("Redis has lost recent sends (restarted empty?); this replica gives it back its own, and "
+                       "keeps to 1/%d of each limit as well meanwhile", self.max_replicas)
+        self._assume_shared(time.monotonic())
+        for sent in self._sent.values():
+            for known in sent.values():
+                known.unshared = list(known.own)
+        self._retry_redis_at, self._restoring = time.monotonic(), True  # due now: the next call carries them
 
-        for log, (pause_until, spacing_until, last_sent, *bounds) in zip(
-                self.local.bucket_logs(token_key, buckets), views, strict=True):
-            log.mirror([local_time(bound) for bound in reversed(bounds)], local_time(pause_until),
-                       local_time(spacing_until), local_time(last_sent), now)
+    def _sent_own(self, token_key: str, buckets: Sequence[str], bound: float, *, shared: bool) -> None:
+        for bucket in buckets:
+            self._known(token_key, bucket).add(bound, self._keep(bucket), shared=shared)
+
+    def _sweep(self, now: float) -> None:
+        """Forget tokens this replica has neither sent nor heard of for two windows, and that Redis holds all of."""
+        self._next_sweep = now + SWEEP_EVERY
+        for token_key, sent in list(self._sent.items()):
+            for bucket, known in list(sent.items()):
+                last = max(known.seen, known.own[-1] if known.own else -math.inf)
+                if not known.unshared and last + self._keep(bucket) < now:
+                    del sent[bucket]
+            if not sent:
+                del self._sent[token_key]
 
     async def _route(self) -> Route:
-        """Where to pace now. Rejoins Redis when due: carries the sends made meanwhile, then keeps the local share
-        as well until every replica's sends are surely in Redis or out of every window."""
+        """Where to pace now. Rejoins Redis when due: carries the sends Redis lacks, then keeps the local share
+        as well until every replica has had time to carry its own."""
         now = time.monotonic()
+        if self._marker is None and self._retry_redis_at is None:
+            async with self._reaching:  # the first contact: learn the marker of Redis' data
+                if self._marker is None and self._retry_redis_at is None:
+                    try:
+                        await self._reach()
+                    except _UNREACHABLE as exc:
+                        self._lost(exc)
         if self._retry_redis_at is not None:
             if now < self._retry_redis_at or self._carrying:
                 return "local"
             self._carrying = True  # one attempt at a time, however long it takes; the others stay local
             try:
+                if await self._reach() and not self._restoring:
+                    for sent in self._sent.values():  # Redis came back empty: every send of ours is news to it
+                        for known in sent.values():
+                            known.unshared = list(known.own)
                 await self._carry_unshared()
             except _UNREACHABLE as exc:
                 self._lost(exc)
                 return "local"
             finally:
                 self._carrying = False
-            self._retry_redis_at = None
-            grace = max(limit.window for limit in self.limits.values()) + self.margin + RETRY_REDIS_AFTER
+            self._retry_redis_at, self._restoring = None, False
+            grace = REJOIN_TRIES * RETRY_REDIS_AFTER
             self._rejoined_until = now + grace
-            logger.warning("Redis is reachable again, and this replica's sends meanwhile are in it; keeping to "
+            logger.warning("Redis is reachable again, and this replica's sends it lacked are in it; keeping to "
                            "1/%d of each limit as well for another %.1fs, until every replica's are",
                            self.max_replicas, grace)
         if self._rejoined_until is not None:
@@ -249,32 +361,48 @@ class RedisLedger:
             logger.warning("Pacing is shared across replicas through Redis again")
         return "shared"
 
+    async def _reach(self) -> bool:
+        """Learn the marker of Redis' data; say whether it differs from the one last seen (Redis lost its data)."""
+        marker = await self._epoch(keys=[MARKER_KEY], args=[uuid.uuid4().hex])
+        lost = self._marker is not None and marker != self._marker
+        self._marker = marker
+        return lost
+
     def _lost(self, exc: BaseException) -> None:
         now = time.monotonic()
         if not self.degraded:
-            logger.warning("Redis is unreachable (%s: %s); pacing locally at 1/%d of each limit until it is back",
-                           type(exc).__name__, exc, self.max_replicas)
-            for log in self.local.all_logs():
-                log.assume_taken(now)
+            if self._marker is None:
+                logger.warning("Redis is unreachable (%s: %s) at %s, and has not answered since this replica "
+                               "started: check AGENT_AUTOMATION_REDIS_URL. Pacing locally at 1/%d of each limit "
+                               "until it answers", type(exc).__name__, exc, self._where, self.max_replicas)
+            else:
+                logger.warning("Redis is unreachable (%s: %s); pacing locally at 1/%d of each limit until it is "
+                               "back", type(exc).__name__, exc, self.max_replicas)
+            self._assume_shared(now)
         self._rejoined_until = None
         self._retry_redis_at = now + RETRY_REDIS_AFTER
 
+    def _assume_shared(self, now: float) -> None:
+        """Start the local ledger from the shared sends last heard of (see BucketLog.assume_shared)."""
+        for token_key, sent in self._sent.items():
+            for bucket, known in sent.items():
+                if known.counts:  # else never heard of: the local log already holds all this replica knows
+                    self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
+
     async def _carry_unshared(self) -> None:
-        """Hand Redis the sends it has not seen, one script per token (a token's keys share one Cluster slot)."""
+        """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot)."""
         now = time.monotonic()
-        if not self._unshared:
-            await self._redis.ping()  # nothing to carry; only whether Redis answers
-        for token_key in list(self._unshared):
-            sent = self._unshared.pop(token_key)  # sends made while this awaits are carried next time
-            buckets = sorted(sent)
+        for token_key, sent in list(self._sent.items()):
+            carried = {bucket: list(known.unshared) for bucket, known in sent.items() if known.unshared}
+            if not carried:
+                continue
+            buckets = sorted(carried)
             args: list[int | float] = [round(self.margin * _US)]
             for bucket in buckets:
                 limit = self.limits[bucket]
-                recent = [round((now - t) * _US) for t in sent[bucket]]
+                recent = [round((now - t) * _US) for t in carried[bucket]]
                 args += [limit.count, round(limit.window * _US), len(recent), *recent]
-            try:
-                await self._carry(keys=bucket_keys(token_key, buckets)[::2], args=args)
-            except BaseException:
-                later = self._unshared.pop(token_key, {})
-                self._unshared[token_key] = {b: sent.get(b, []) + later.get(b, []) for b in sent.keys() | later.keys()}
-                raise
+            await self._carry(keys=bucket_keys(token_key, buckets)[::2], args=args)
+            for bucket in buckets:  # sends made while this awaited stay unshared
+                known, done = sent[bucket], set(carried[bucket])
+                known.unshared = [t for t in known.unshared if t not in done]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -89,7 +89,7 @@ class BucketLog:
     """One (token, bucket): the stamp bounds of its recent sends and what the last 429s taught us.
 
     Each send of this process counts `weight` times: a replica cut off from the others paces at 1/weight of the
-    limit, on top of the sends of every replica it last saw (`mirror`).
+    limit, on top of the sends of every replica it last heard of (`assume_shared`).
     """
 
     limit: RateLimit
@@ -104,7 +104,6 @@ class BucketLog:
     strikes: int = 0
     last_429: float = -math.inf
     slot: float = -math.inf  # while spacing: when the last send was due (see CATCH_UP)
-    seen: float = -math.inf  # when `sends` last mirrored the shared log
     probing: bool = False  # after a 429: one send at a time until one is accepted
     probe: float | None = None  # the bound of the probe that is out
     probe_until: float = -math.inf  # when the bucket stops waiting for its answer (see PROBE_LEASE)
@@ -160,20 +159,20 @@ class BucketLog:
             self.probe, self.probe_until = None, -math.inf
             self.probing = outcome != "admitted"
 
-    def mirror(self, sends: Iterable[float], pause_until: float, spacing_until: float, last_sent: float,
-               at: float) -> None:
-        """Take the shared log as every replica left it (bounds in order, on this clock), seen at `at`."""
+    def assume_shared(self, counts: Sequence[int], seen: float, now: float) -> None:
+        """The shared log is lost at `now`. When last heard of, at `seen`, it held counts[j] sends of every replica
+        within the newest (j+1)/len(counts) of the window. Count each as sent at the end of its part (the newest
+        part ends at seen + margin: sends still unanswered), or now if that has left the window since: the room
+        freed meanwhile may have gone to other replicas, unseen here."""
+        window, parts = self.limit.window, len(counts)
+        bounds: list[float] = []
+        for part, (count, newer) in enumerate(zip(counts, (0, *counts), strict=False)):
+            end = seen + self.margin if part == 0 else seen - window * part / parts
+            bounds += [end if end + window > now else now + self.margin] * (count - newer)
         self.sends.clear()
-        self.sends.extend(sends)
-        self.pause_until, self.spacing_until, self.last_sent, self.seen = pause_until, spacing_until, last_sent, at
-
-    def assume_taken(self, now: float) -> None:
-        """The shared log is lost at `now`: the room that freed since it was last seen may have gone to other
-        replicas, unseen here, so count it as taken now."""
-        freed = sum(1 for bound in self.sends if self.seen < bound + self.limit.window <= now)
-        if freed:
-            self.sends.extend([now + self.margin] * freed)
-            self.last_sent = max(self.last_sent, now)
+        self.sends.extend(sorted(bounds))
+        if bounds:  # the newest of them left no later than its bound less the margin
+            self.last_sent = max(self.last_sent, min(now, max(bounds) - self.margin))
 
     def _spaced_from(self) -> float:
         """When the last send was due: its slot, if it has one, else when it left."""

@@ -30,6 +30,7 @@ from .verdicts import TokenVerdicts
 logger = logging.getLogger(__name__)
 
 
+
 def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: HostPolicy, per_request_auth: bool,
               metrics: Metrics, lifecycle: Lifecycle) -> Starlette:
     # The SDK builds the session manager; our own routes and gate replace its app. Host and Origin are checked
@@ -59,6 +60,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run():
+            await _redis_state(server)  # reach Redis now: a URL that does not answer is logged at start
             lifecycle.ready = True
             try:
                 yield
@@ -80,7 +82,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
 
 def metrics_route(server: AgentAutomationServer, metrics: Metrics) -> Route:
     async def metrics_endpoint(request: Request) -> Response:
-        return Response(metrics.exposition(await _redis_state(server) == "reachable"), media_type=CONTENT_TYPE)
+        return Response(metrics.exposition(await _redis_state(server)), media_type=CONTENT_TYPE)
 
     return Route("/metrics", metrics_endpoint, methods=["GET"])
 
@@ -91,8 +93,9 @@ def build_metrics_app(server: AgentAutomationServer, metrics: Metrics) -> Starle
 
 
 async def _redis_state(server: AgentAutomationServer) -> str:
-    """`reachable`, `unreachable` (pacing is local meanwhile; the replica stays ready) or `not configured`."""
+    """One of REDIS_STATES. Unreachable or never reached, pacing is local (at the replica's share of each limit) and
+    the replica stays ready: it serves safely, and a wrong URL on every replica must not take the service down."""
     state: Any = server.state
     pacer = state.transport.pacer if state is not None else None
-    reachable = await pacer.reachable() if pacer is not None else None
-    return "not configured" if reachable is None else "reachable" if reachable else "unreachable"
+    shared = await pacer.store_state() if pacer is not None else None
+    return shared or "not configured"

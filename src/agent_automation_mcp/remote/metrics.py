@@ -20,6 +20,9 @@ CALL_BUCKETS: Final = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 3
 VERDICTS: Final = {True: "accepted", False: "refused", None: "undecided"}
 
 
+REDIS_STATES = ("reachable", "unreachable", "never reached", "not configured")  # `redis` in /readyz
+
+
 class Metrics:
     """Implements the server's `CallObserver` (and so the transport's `TransportObserver`)."""
 
@@ -53,6 +56,9 @@ class Metrics:
         self.redis_up = Gauge("agent_automation_redis_up",
                               "1 while the shared pacing store answers, 0 when it does not or none is configured.",
                               registry=self.registry)
+        self.redis_state = Gauge("agent_automation_redis_state", "1 for the shared pacing store's state now: "
+                                 "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
+                                 ("state",), registry=self.registry)
 
     def call_started(self, tool: str) -> None:
         self.calls_in_flight.inc()
@@ -82,6 +88,9 @@ class Metrics:
         """The service was asked about a token: accepted (True), refused (False) or no answer (None)."""
         self.token_checks.labels(verdict=VERDICTS[verdict]).inc()
 
-    def exposition(self, redis_up: bool) -> bytes:
-        self.redis_up.set(1 if redis_up else 0)
+    def exposition(self, redis_state: str) -> bytes:
+        """The metrics now; `redis_state` is one of `REDIS_STATES`, as `/readyz` says it."""
+        self.redis_up.set(1 if redis_state == "reachable" else 0)
+        for state in REDIS_STATES:
+            self.redis_state.labels(state=state).set(1 if state == redis_state else 0)
         return generate_latest(self.registry)

@@ -1,0 +1,34 @@
+"""A replica whose Redis URL has never answered says so: at start in its log, in /readyz and in /metrics."""
+
+from __future__ import annotations
+
+import httpx2
+from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent_automation_mcp.sandbox import SandboxServer
+
+
+def never_reached(sandbox: SandboxServer) -> HttpServer:
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    return HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
+                                AGENT_AUTOMATION_REDIS_URL=url), "--auth", "request")
+
+
+def test_a_redis_url_that_never_answered_is_logged_at_start(sandbox: SandboxServer) -> None:
+    stderr = never_reached(sandbox).stop()  # not one request: only the start
+    assert "has not answered since this replica started" in stderr and "AGENT_AUTOMATION_REDIS_URL" in stderr
+
+
+def test_a_redis_url_that_never_answered_is_said_in_readyz_and_metrics(sandbox: SandboxServer) -> None:
+    replica = never_reached(sandbox)
+    try:
+        ready = httpx2.get(f"{replica.origin}/readyz", timeout=10)
+        text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
+    finally:
+        replica.stop()
+    # Still ready (it paces safely at its share; a wrong URL on every replica must not take the service down).
+    assert ready.status_code == 200 and ready.json()["redis"] == "never reached"
+    states = {sample.labels["state"]: sample.value for family in text_string_to_metric_families(text)
+              for sample in family.samples if sample.name == "agent_automation_redis_state"}
+    assert states == {"reachable": 0, "unreachable": 0, "never reached": 1, "not configured": 0}
