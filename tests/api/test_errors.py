@@ -20,7 +20,7 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.api.transport import MAX_RATE_LIMIT_RETRIES
 from agent_automation_mcp.pacing import create_pacer
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from agent_automation_mcp.sandbox.config import LogsPaths
+from agent_automation_mcp.sandbox.config import Faults, LogsPaths
 
 from .conftest import requests_log, set_faults, settings_for
 
@@ -318,3 +318,19 @@ async def test_a_success_status_with_the_wrong_body_is_reported_with_that_status
             await AgentAutomationClient(transport, Credentials("t", 1)).within(10).create_agent_run("x")
     assert unknown.value.status == 202 and "answered 202" in unknown.value.message
     assert "200" not in unknown.value.message and "Check with a get or list call" in unknown.value.hint
+
+
+async def test_a_retry_after_that_leaves_no_time_for_the_request_is_answered_at_once() -> None:
+    """The pacer's rule for the transport's own waits too: a 429 whose wait leaves under a second of the budget is
+    reported at once with the wait, not slept through and then failed."""
+    config = SandboxConfig(seed=1, faults=Faults(throttle_rate=1.0, throttle_retry_after=1.5,
+                                                   operations=frozenset({"list_repositories"})))
+    with SandboxServer(config) as sandbox:
+        async with ApiTransport(settings_for(sandbox)) as transport:
+            client = _client(transport, sandbox).within(2.0)  # 1.5 s fits before a bare attempt, not before 1 s more
+            started = anyio.current_time()
+            with pytest.raises(e.RateLimitError) as limited:
+                await client.list_repositories()
+            took = anyio.current_time() - started
+        assert limited.value.retry_after and took < 1.0
+        assert [r["status"] for r in requests_log(sandbox)].count(429) == 1

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
+
+# A wait for a slot, or for a 429's Retry-After, is taken only if it leaves this much of the call's budget for
+# the request itself (the service's slowest usual answer takes about a second); otherwise the call is answered
+# at once with the wait, rather than held for a slot it could not use. A slot free now is always taken.
+REQUEST_SECONDS: Final = 1.0
 
 # The store shared with other replicas: answering, not answering now, or not once since this process started.
 StoreState = Literal["reachable", "unreachable", "never reached"]

@@ -42,7 +42,7 @@ from .errors import (
 )
 from .observer import TransportObserver
 from .operations import Operation
-from .pacer import Pacer, Receipt
+from .pacer import REQUEST_SECONDS, Pacer, Receipt
 from .text import excerpt, redact
 
 if TYPE_CHECKING:
@@ -330,7 +330,8 @@ def _attempt_timeout(configured: float, deadline: float | None) -> float:
 
 
 def _fits(wait: float, deadline: float | None) -> bool:
-    return deadline is None or time.monotonic() + wait + MIN_ATTEMPT_SECONDS < deadline
+    """Whether waiting `wait` leaves the request its time before the deadline (the pacer's rule, `REQUEST_SECONDS`)."""
+    return deadline is None or time.monotonic() + wait + REQUEST_SECONDS < deadline
 
 
 async def _backoff(attempt: int, deadline: float | None) -> bool:

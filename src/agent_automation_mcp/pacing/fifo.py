@@ -20,14 +20,10 @@ import anyio
 
 from ..api.errors import RateLimitError
 from ..api.limits import RateLimit
-from ..api.pacer import Receipt, StoreState
+from ..api.pacer import REQUEST_SECONDS, Receipt, StoreState
 from .ledger import Ledger, Outcome, check_buckets
 
 WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or replicas that wake at one instant
-# A call waits for a slot only if this much of its budget is left after the slot, for the request itself: the
-# service's slowest usual answer takes about a second. Past that it is answered at once with the wait, rather than
-# held for a slot it could not use. A slot free now is always taken, whatever is left.
-REQUEST_SECONDS: Final = 1.0
 
 
 @dataclass(slots=True)
