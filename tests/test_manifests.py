@@ -546,7 +546,7 @@ def test_every_rendered_document_is_valid_kubernetes(rendered_base: list[dict[st
                                                      redis: list[dict[str, Any]]) -> None:
     assert sorted(document["kind"] for document in rendered_base) == [
         "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret",
-        "Secret", "Service"]
+        "Secret", "Secret", "Service"]
     assert sorted(document["kind"] for document in redis) == ["Deployment", "NetworkPolicy", "Service"]
     for document in [*rendered_base, *redis]:
         kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
@@ -579,19 +579,20 @@ def test_deployment_runs_three_locked_down_replicas_of_the_image(base: dict[str,
     assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} >= {"kubernetes.io/hostname"}
 
 
-OAUTH_SECRET: Final = "agent-automation-mcp-oauth"  # created by the operator (kustomization.yaml says how)
-STATE_SECRET: Final = "agent-automation-mcp-state"  # likewise
+KEYS_SECRET: Final = "agent-automation-mcp-keys"  # keys.env: shipped empty, filled by the operator
 
 
-def _operator_secrets() -> dict[str, dict[str, str]]:
-    """The Secrets the operator creates with `kubectl create secret`, as kustomization.yaml says."""
-    return {OAUTH_SECRET: {"keys": Fernet.generate_key().decode()}, STATE_SECRET: {"keys": "0123456789abcdef" * 4}}
+def _as_the_operator_fills(secrets: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The base's Secrets once the operator has filled keys.env as it says (a Fernet key, a random hex key)."""
+    (name,) = [name for name in secrets if name.startswith(KEYS_SECRET + "-")]
+    filled = {"AGENT_AUTOMATION_OAUTH_KEYS": Fernet.generate_key().decode(),
+              "AGENT_AUTOMATION_STATE_KEYS": "0123456789abcdef" * 4}
+    return secrets | {name: secrets[name] | filled}
 
 
 def _container_env(base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]]) -> dict[str, str]:
     """The server container's environment, as the kubelet builds it: `envFrom` (the ConfigMap and Secrets), then
     `env` (a value, or one key of a Secret). Every reference names a document the base renders."""
-    secrets = secrets | _operator_secrets()
     env: dict[str, str] = {}
     container = _container(base["Deployment"])
     for source in container["envFrom"]:
@@ -647,12 +648,15 @@ def test_settings_come_from_the_configmap_and_redis_and_the_log_key_from_secrets
     assert config["AGENT_AUTOMATION_AUTH"] == "oauth" and config["AGENT_AUTOMATION_LOG_LEVEL"] == "INFO"
     assert "mcp.example.com" in config["AGENT_AUTOMATION_ALLOWED_HOSTS"].split(",")
     assert config["AGENT_AUTOMATION_PUBLIC_URL"] == REMOTE_URL.removesuffix("/mcp")
-    keys = [variable for variable in _container(base["Deployment"])["env"]
-            if variable["name"] == "AGENT_AUTOMATION_OAUTH_KEYS"]
-    assert keys == [{"name": "AGENT_AUTOMATION_OAUTH_KEYS",
-                     "valueFrom": {"secretKeyRef": {"name": OAUTH_SECRET, "key": "keys"}}}]
-    kustomization = (MANIFESTS / "kubernetes" / "base" / "kustomization.yaml").read_text()
-    assert f"kubectl create secret generic {OAUTH_SECRET}" in kustomization and "Fernet.generate_key()" in kustomization
+    # The sign-in and confirmation keys ship empty, in a generated Secret: unfilled, the server refuses to start
+    # (and says why); filled as keys.env says, it starts.
+    assert env["AGENT_AUTOMATION_OAUTH_KEYS"] == env["AGENT_AUTOMATION_STATE_KEYS"] == ""
+    assert "Fernet.generate_key()" in (MANIFESTS / "kubernetes" / "base" / "keys.env").read_text()
+    with pytest.raises(ValueError, match="AGENT_AUTOMATION_OAUTH_KEYS"):
+        SignIn.check(RemoteSettings.from_env(env))
+    filled = _container_env(base, _as_the_operator_fills(secrets))
+    assert SignIn.check(RemoteSettings.from_env(filled)) == "https://mcp.example.com"
+    assert len(RemoteSettings.from_env(filled).state_keys) == 1
     # The Redis URL and the log key are in Secrets, not in the ConfigMap; the key is empty until the operator
     # sets it (each replica then warns that tenants are named differently on each).
     assert not {"AGENT_AUTOMATION_REDIS_URL", "AGENT_AUTOMATION_LOG_SECRET"} & set(config)
@@ -673,7 +677,7 @@ def test_a_misspelt_or_unknown_setting_is_caught() -> None:
 
 def test_the_container_answers_requests_for_its_public_and_service_names_with_their_own_tokens(
         base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
-    args, remote = _as_the_container_runs(base, secrets, monkeypatch)
+    args, remote = _as_the_container_runs(base, _as_the_operator_fills(secrets), monkeypatch)
     assert auth_mode(args.transport, args.host, remote.auth) == "oauth"
     assert SignIn.check(remote) == "https://mcp.example.com"  # the public URL and the keys are usable
     policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
@@ -779,13 +783,13 @@ def _references(deployment: dict[str, Any]) -> set[str]:
 
 @pytest.mark.parametrize(("file", "line"), [("settings.env", "AGENT_AUTOMATION_TOOLSETS=all"),
                                             ("redis.env", "url=redis://agent-automation-mcp-redis:6379/1"),
-                                            ("logs.env", "AGENT_AUTOMATION_LOG_SECRET=" + "0" * 64)])
+                                            ("logs.env", "AGENT_AUTOMATION_LOG_SECRET=" + "0" * 64),
+                                            ("keys.env", "AGENT_AUTOMATION_STATE_KEYS=" + "0" * 64)])
 def test_a_changed_setting_or_secret_changes_the_pod_template_so_the_pods_roll(
         base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], tmp_path: Path, file: str,
         line: str) -> None:
     before = _references(base["Deployment"])
-    # every generated name, with its hash, and the confirmation keys the operator creates (rotated by a rollout)
-    assert before == {base["ConfigMap"]["metadata"]["name"], *secrets, *_operator_secrets()}
+    assert before == {base["ConfigMap"]["metadata"]["name"], *secrets}  # every generated name, with its hash
     after = _references(_rendered_after(tmp_path, file, line))
     assert len(before - after) == 1 and len(after - before) == 1  # exactly the changed one has a new name
 

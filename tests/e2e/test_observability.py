@@ -144,21 +144,23 @@ def _tenant_of(stderr: str, token: str) -> str:
 
 
 def test_tenants_are_an_hmac_with_the_deployment_secret_alike_on_every_replica(sandbox: SandboxServer) -> None:
+    """And a replica without the deployment's shared keys says so at start: the log key, the confirmation keys."""
     names, warnings = [], []
     for secret in (SECRET, SECRET, None):
-        extra = {"AGENT_AUTOMATION_LOG_SECRET": secret} if secret else {}
+        extra = {"AGENT_AUTOMATION_LOG_SECRET": secret, "AGENT_AUTOMATION_STATE_KEYS": secret * 2} if secret else {}
         server = HttpServer(env_for(sandbox, **extra), "--auth", "request", "--log-format", "json")
         try:
             assert rpc(server.url, "tools/list", token=ALICE).status_code == 200
         finally:
             stderr = server.stop()
         names.append(_tenant_of(stderr, ALICE))
-        warnings.append("AGENT_AUTOMATION_LOG_SECRET is not set" in stderr)
+        warnings.append(("AGENT_AUTOMATION_LOG_SECRET is not set" in stderr,
+                         "AGENT_AUTOMATION_STATE_KEYS is not set" in stderr))
     assert names[0] == names[1] != names[2]  # two replicas sharing the secret agree; another process does not
     key = Credentials(ALICE).token_key
     assert names[0] == hmac.new(SECRET.encode(), key.encode(), hashlib.sha256).hexdigest()[:16]
     assert not any(name in (key, hashlib.sha256(ALICE.encode()).hexdigest()) or key.startswith(name) for name in names)
-    assert warnings == [False, False, True]
+    assert warnings == [(False, False), (False, False), (True, True)]
 
 
 def test_level_and_format_come_from_the_environment_and_flags_win(sandbox: SandboxServer) -> None:
