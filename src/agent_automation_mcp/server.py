@@ -201,10 +201,12 @@ class AgentAutomationServer(MCPServer[ServerState]):
                     self.observer.call_paused(name, seconds)
                 else:
                     self.observer.call_finished(name, outcome, seconds)
-            event = "tool_call_paused" if outcome == PAUSED else "tool_call"
-            logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, tenant_id(tenant) or "-",
-                        extra={"event": event, "tool": name, "outcome": outcome, "duration": round(seconds, 4),
-                               "tenant": tenant_id(tenant)})
+            if logger.isEnabledFor(logging.INFO):  # the tenant's name is an HMAC: computed only when logged
+                event = "tool_call_paused" if outcome == PAUSED else "tool_call"
+                named = tenant_id(tenant)
+                logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, named or "-",
+                            extra={"event": event, "tool": name, "outcome": outcome, "duration": round(seconds, 4),
+                                   "tenant": named})
         return result
 
     def _tenant(self, context: Context[ServerState, Any] | None) -> str | None:

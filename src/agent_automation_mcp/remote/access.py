@@ -102,10 +102,11 @@ class AccessLog:
         self.metrics.responded(status, reason)
         if not logger.isEnabledFor(logging.INFO):
             return
-        method, named_tool = _rpc(body)
-        if "mcp-method" in headers:
+        if "mcp-method" in headers:  # the client named it: no need to read the body
             method = headers["mcp-method"][:MAX_NAME_CHARS]
             named_tool = headers.get("mcp-name", "")[:MAX_NAME_CHARS] if method == "tools/call" else None
+        else:
+            method, named_tool = _rpc(body)
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
         token = bearer_token(headers)
