@@ -20,6 +20,7 @@ from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
 from .hosts import HostPolicy
+from .refusals import Refused, error_body
 from .strangers import OverBudget
 from .verdicts import TokenVerdicts
 
@@ -119,29 +120,30 @@ class McpGate:
         if open_body:  # ended by the drain, not by the client
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _refusal(self, headers: Headers, scope: Scope) -> tuple[int, dict[str, Any], Mapping[str, str]] | None:
+    async def _refusal(self, headers: Headers, scope: Scope) -> Refused | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
         if refused is not None:
             kind = "forbidden" if refused.status == 403 else "misdirected"
-            return refused.status, _error(kind, refused.status, refused.message, refused.hint), {}
+            return refused.status, error_body(kind, refused.status, refused.message, refused.hint), {}
         if not self.lifecycle.serving or self.server.state is None:
             # Before any tool, token check or upstream request: safe for a balancer to send elsewhere (retry-on 503).
             message, hint = (DRAINING_MESSAGE, DRAINING_HINT) if self.lifecycle.draining else (
                 "this replica is starting; the request reached no tool", "Send the request again; another replica "
                 "(or this one, once started) will serve it.")
-            return 503, _error("unavailable", 503, message, hint), {"Retry-After": "1", "Connection": "close"}
+            return 503, error_body("unavailable", 503, message, hint), {"Retry-After": "1", "Connection": "close"}
         try:
             narrowed(self.server.server_settings, headers)
             if self.per_request_auth:
                 organization_id(headers)
         except HeaderError as exc:
-            return 400, _error("bad_request", 400, str(exc), "Fix or leave out the header named in the message."), {}
+            return 400, error_body("bad_request", 400, str(exc),
+                                   "Fix or leave out the header named in the message."), {}
         if not self.per_request_auth:
             return None
         token = bearer_token(headers)
         if token is None:
-            return 401, _error("unauthorized", 401, "this server needs your own API token with each request",
-                               TOKEN_HINT), {"WWW-Authenticate": self.realm}
+            return 401, error_body("unauthorized", 401, "this server needs your own API token with each request",
+                                   TOKEN_HINT), {"WWW-Authenticate": self.realm}
         client = scope.get("client")  # the socket's peer, or what a trusted proxy says (--trusted-proxy)
         address = client[0] if client else None
         transport = self.server.state.transport
@@ -151,22 +153,15 @@ class McpGate:
             accepted = await self.verdicts.accepted(transport, token, address)
         except OverBudget as exc:
             wait = max(1, math.ceil(exc.retry_after))
-            return 429, _error("rate_limited", 429, "too many unknown API tokens from this address (or from everyone) "
-                               "were checked with the service in the last minute; this one was not checked yet",
-                               "Send a valid API token; if it is yours, send the request again after "
-                               "retry_after_seconds.", retry_after=wait), {"Retry-After": str(wait)}
+            return 429, error_body("rate_limited", 429, "too many unknown API tokens from this address (or from "
+                                   "everyone) were checked with the service in the last minute; this one was not "
+                                   "checked yet", "Send a valid API token; if it is yours, send the request again "
+                                   "after retry_after_seconds.", retry_after=wait), {"Retry-After": str(wait)}
         if not accepted:
-            return 401, _error("unauthorized", 401, "the service refused this API token (invalid or revoked)",
-                               "Create a new token at https://codegen.com/token and send it as "
-                               "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
+            return 401, error_body("unauthorized", 401, "the service refused this API token (invalid or revoked)",
+                                   "Create a new token at https://codegen.com/token and send it as "
+                                   "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
         return None
-
-
-def _error(kind: str, status: int, message: str, hint: str, *, retry_after: int | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"kind": kind, "status": status, "message": message}
-    if retry_after is not None:
-        error["retry_after_seconds"] = retry_after
-    return {"error": {**error, "hint": hint}}
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl
@@ -19,6 +18,7 @@ from starlette.types import Scope
 from ...api.transport import ApiTransport
 from ...config import RemoteSettings
 from ...headers import AUTHORIZATION, ORGANIZATION
+from ..refusals import Refused, error_body
 from ..verdicts import TokenVerdicts
 from .client_rules import is_loopback_url
 from .clients import Clients
@@ -31,9 +31,6 @@ from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
 
 logger = logging.getLogger(__name__)
-
-Refusal = tuple[int, dict[str, Any], dict[str, str]]
-
 
 class SignIn:
     def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, signins: int,
@@ -83,7 +80,7 @@ class SignIn:
         return self.endpoints.routes()
 
     async def admit(self, scope: Scope, token: str, transport: ApiTransport, verdicts: TokenVerdicts,
-                    address: str | None) -> Refusal | None:
+                    address: str | None) -> Refused | None:
         """Let a request with one of our access tokens through as its grant's caller, or refuse it (401, or 503
         while the shared store does not answer)."""
         try:
@@ -103,13 +100,12 @@ class SignIn:
         await self.store.close()
 
 
-def _refusal(status: int, message: str, challenge: str) -> Refusal:
+def _refusal(status: int, message: str, challenge: str) -> Refused:
     if status == 503:
-        return status, {"error": {"kind": "unavailable", "status": 503, "message": message,
-                                  "hint": "Send the request again in a few seconds."}}, {"Retry-After": "5"}
-    error = {"kind": "unauthorized", "status": 401, "message": message,
-             "hint": "Sign in again: your MCP client does so when it sees this answer."}
-    return 401, {"error": error}, {"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
+        return 503, error_body("unavailable", 503, message, "Send the request again in a few seconds."), {
+            "Retry-After": "5"}
+    return 401, error_body("unauthorized", 401, message, "Sign in again: your MCP client does so when it sees this "
+                           "answer."), {"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
 
 
 def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[tuple[bytes, bytes]]:
