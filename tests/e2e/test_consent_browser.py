@@ -23,13 +23,13 @@ from oauth_flow import RawFlow, pkce, query_of
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")  # Debian's, on the PATH
 CAROL = "tok-carol-both"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--window-size=900,900")
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip("chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)",
                 allow_module_level=True)
 

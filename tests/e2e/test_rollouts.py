@@ -218,20 +218,19 @@ async def test_a_drain_ends_listening_streams_at_once_and_the_balancer_hides_it(
         for _ in range(3):  # round robin: one on each replica
             group.start_soon(listen)
         await anyio.sleep(1.0)
-        started = time.monotonic()
         draining.process.send_signal(signal.SIGTERM)
         async with client(fleet, sandbox) as session:
             with anyio.fail_after(20):
                 while draining.process.poll() is None:
                     results.append(not (await session.call_tool("list_models", {})).is_error)
                     await anyio.sleep(0.05)
-        took = time.monotonic() - started
         code = draining.process.wait(timeout=10)
         stderr = draining.stop()
         fleet.start(0)
         fleet.wait_until_all_up()
         group.cancel_scope.cancel()
-    assert code == 0 and took < 10, (took, stderr[-2000:])
+    # drained because nothing was in flight, not because the grace ran out with the streams still counted
+    assert code == 0 and "SIGTERM: drained, exiting" in stderr and "still in flight" not in stderr, stderr[-2000:]
     assert ended == ["text/event-stream"]  # the drained replica's stream, complete; the others still listen
     assert results and all(results)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 
 import anyio
 import pytest
@@ -69,11 +68,11 @@ async def test_the_budget_holds_per_address_and_in_total_and_says_when_a_check_f
     await budget.spend(None)
     with pytest.raises(OverBudget):  # the total: 5 in the window
         await budget.spend("10.0.0.3")
-    started = time.monotonic()
-    while time.monotonic() - started < 5:  # the window slides: checks free up
+    for _ in range(3):  # the window slides: a check frees up once the wait it names has passed
         try:
             await budget.spend("10.0.0.1")
             break
         except OverBudget as exc:
             await anyio.sleep(exc.retry_after)
-    assert time.monotonic() - started < 3
+    else:
+        pytest.fail("no check freed after the waits the budget named")
