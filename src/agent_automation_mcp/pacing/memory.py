@@ -39,9 +39,6 @@ class MemoryLedger:
             logs.append(log)
         return logs
 
-    def all_logs(self) -> list[BucketLog]:
-        return list(self._logs.values())
-
     async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> Receipt | float:
         now = self._clock()
         self.sweep(now)
