@@ -86,10 +86,17 @@ class Load:
         self.sandbox = sandbox
         self.replicas = replicas
         self.stopped = threading.Event()
+        self.failure: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
+        try:
+            self._send()
+        except BaseException as exc:  # told by `stop`, in the test's thread
+            self.failure = exc
+
+    def _send(self) -> None:
         with httpx2.Client(timeout=30) as http:
             self._service_fails(http)
             deadline = time.monotonic() + 120
@@ -111,8 +118,11 @@ class Load:
         http.put(f"{self.sandbox.url}/_sandbox/faults", json={}).raise_for_status()
 
     def stop(self) -> None:
+        """Stop sending; raises what made the load stop early, if anything did."""
         self.stopped.set()
         self.thread.join(timeout=60)
+        if self.failure is not None:
+            raise self.failure
 
 
 def call(http: httpx2.Client, replica: HttpServer, tool: str, token: str) -> None:
@@ -200,11 +210,11 @@ def test_prometheus_sees_the_dashboard_s_data_and_the_redis_alert_when_redis_die
         while True:
             empty = {title: query for title, query in empty.items() if not prometheus.query(query)}
             served = {series["metric"]["__name__"] for series in prometheus.query(f'{{job="{JOB}"}}')}
-            if all(reads(query) - served for query in empty.values()) or time.monotonic() > deadline:
-                break  # every query left reads a series no replica serves
+            if all((reads(query) - served) & AGREED for query in empty.values()) or time.monotonic() > deadline:
+                break  # every query left reads an agreed series that no replica serves yet
             time.sleep(0.5)
-        assert all(reads(query) - served for query in empty.values()), f"no data for {sorted(empty)}"
-        assert set().union(*(reads(query) - served for query in empty.values())) <= AGREED
+        assert load.failure is None and all((reads(query) - served) & AGREED for query in empty.values()), (
+            f"no data for {sorted(empty)}", load.failure)
         namespaces = httpx2.get(f"{prometheus.origin}/api/v1/label/namespace/values", timeout=10, params={
             "match[]": "agent_automation_tool_calls_in_flight"}).json()["data"]  # the namespace variable's query
         assert namespaces == [NAMESPACE]
