@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
@@ -186,16 +187,21 @@ def test_prometheus_sees_the_dashboard_s_data_and_the_redis_alert_when_redis_die
                         AGENT_AUTOMATION_REDIS_URL=redis.url, AGENT_AUTOMATION_TOOLSETS="all",
                         AGENT_AUTOMATION_TIMEOUT="2", AGENT_AUTOMATION_OAUTH_KEYS=Fernet.generate_key().decode(),
                         AGENT_AUTOMATION_STATE_KEYS="s" * 40, AGENT_AUTOMATION_LOG_SECRET="l" * 40)
-        metrics_ports = [free_port() for _ in range(REPLICAS)]
-        for metrics_port in metrics_ports:
-            port = free_port()
-            started.append(HttpServer(env, "--auth", "oauth", "--public-url", f"http://127.0.0.1:{port}",
-                                      "--metrics-port", str(metrics_port), port=port))
+        ports = [(free_port(), free_port()) for _ in range(REPLICAS)]  # each replica's, and its metrics port
         # The test's copy of the rules: as shipped, but firing at once (no `for`) so the test need not wait minutes.
         groups = [{**group, "rules": [{k: v for k, v in rule.items() if k != "for"} for rule in group["rules"]]}
                   for group in shipped_rules()]
-        prometheus = Prometheus(prometheus_binary, tmp_path, [f"127.0.0.1:{port}" for port in metrics_ports],
-                                {"groups": groups})
+        with ThreadPoolExecutor(REPLICAS + 1) as pool:  # all four start at once
+            replicas = [pool.submit(HttpServer, env, "--auth", "oauth", "--public-url", f"http://127.0.0.1:{port}",
+                                    "--metrics-port", str(metrics_port), port=port) for port, metrics_port in ports]
+            scraper = pool.submit(Prometheus, prometheus_binary, tmp_path,
+                                  [f"127.0.0.1:{metrics_port}" for _, metrics_port in ports], {"groups": groups})
+        started = [replica.result() for replica in replicas if replica.exception() is None]
+        prometheus = scraper.result() if scraper.exception() is None else None
+        for future in (*replicas, scraper):
+            if (failure := future.exception()) is not None:
+                raise failure
+        assert prometheus is not None
         load = Load(sandbox, started)
 
         up = prometheus.until(f'sum(up{{job="{JOB}"}})', lambda result: result and result[0]["value"][1] == "3")
