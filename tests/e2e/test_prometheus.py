@@ -27,7 +27,8 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from pacing.redis_server import RedisServer
 
 MONITORING: Final = Path(__file__).resolve().parents[2] / "manifests" / "kubernetes" / "monitoring"
-JOB: Final = "agent-automation-mcp"  # what the PodMonitor's jobLabel makes of the pods' label
+_MONITOR: Final = yaml.safe_load((MONITORING / "podmonitor.yaml").read_text())["spec"]
+JOB: Final[str] = _MONITOR["selector"]["matchLabels"][_MONITOR["jobLabel"]]  # the job the PodMonitor names
 NAMESPACE: Final = "default"
 # Grafana's variables as it fills them in; $__rate_interval is at least four scrape intervals.
 GRAFANA: Final = {"$__rate_interval": "10s", "$namespace": NAMESPACE}
@@ -51,10 +52,11 @@ class Prometheus:
                   "rule_files": ["rules.yaml"],
                   "scrape_configs": [{"job_name": JOB, "static_configs": static}]}
         (work / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-        self.origin = f"http://127.0.0.1:{free_port()}"
-        self.server = HttpServer({}, port=int(self.origin.rsplit(":", 1)[1]), command=[
+        port = free_port()
+        self.origin = f"http://127.0.0.1:{port}"
+        self.server = HttpServer({}, port=port, command=[
             binary, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
-            f"--web.listen-address={self.origin.removeprefix('http://')}", "--log.level=warn"])
+            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"])
         deadline = time.monotonic() + WAIT
         while httpx2.get(f"{self.origin}/-/ready", timeout=5).status_code != 200:
             if time.monotonic() > deadline:
