@@ -9,6 +9,7 @@ text, the runbook line) before promtool compares them, so that each file reads a
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Any, Final
 import pytest
 import yaml
 
-RULE: Final = Path(__file__).resolve().parents[2] / "manifests" / "kubernetes" / "monitoring" / "prometheusrule.yaml"
+ROOT: Final = Path(__file__).resolve().parents[2]
+RULE: Final = ROOT / "manifests" / "kubernetes" / "monitoring" / "prometheusrule.yaml"
 UNIT_TESTS: Final = sorted(Path(__file__).parent.glob("*.yaml"))
 
 
@@ -98,3 +100,11 @@ def test_a_wrong_expectation_fails_the_unit_test(tmp_path: Path) -> None:
             case["exp_alerts"] = [] if case.get("exp_alerts") else [{"exp_labels": {"severity": "critical"}}]
     tested = run_unit_test(unit_test, tmp_path)
     assert tested.returncode != 0 and "FAILED" in tested.stdout + tested.stderr
+
+
+def test_the_operations_guide_says_what_each_alert_means_and_what_to_do() -> None:
+    rows = re.findall(r"^\| `(AgentAutomation\w+)` \|(.+)$", (ROOT / "docs" / "operations.md").read_text(), re.M)
+    assert [name for name, _ in rows] == list(alerts())  # in the rules' order
+    assert all(len([cell for cell in row.split("|") if cell.strip()]) == 3 for _, row in rows)  # when, severity, do
+    for name, row in rows:
+        assert alerts()[name]["labels"]["severity"] in row
