@@ -7,6 +7,7 @@ turns true for every replica, and the rule itself fires (in this test's copy of 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import threading
@@ -138,9 +139,12 @@ def call(http: httpx2.Client, replica: HttpServer, tool: str, token: str) -> Non
 
 
 def binary(name: str) -> str:
+    """Skipped without the command on a developer's machine; in CI, where `.ci/run` installs it, a failure."""
     found = shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed (Debian: apt-get install {name}); .ci/run installs it")
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(
+            f"{name} is not installed (Debian: apt-get install {name}); .ci/run installs it")
+    assert found is not None
     return found
 
 
