@@ -45,7 +45,7 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
 from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings
 from agent_automation_mcp.remote.hosts import HostPolicy
-from agent_automation_mcp.remote.metrics import Metrics
+from agent_automation_mcp.remote.metrics import REDIS_STATES, Metrics
 from agent_automation_mcp.remote.oauth import SignIn
 from agent_automation_mcp.server import build_server
 
@@ -821,7 +821,19 @@ def _exposed_series() -> dict[str, frozenset[str]]:
     return {name: frozenset(labels) for name, labels in series.items()}
 
 
-EXPOSED: Final = _exposed_series()
+SERVED: Final = _exposed_series()
+# Agreed with the issue-26 work, which serves them; the alerts and the dashboard read them
+# already. Once the server serves one, it must have exactly these labels.
+AGREED: Final = {"agent_automation_open_streams": frozenset(), "agent_automation_open_connections": frozenset(),
+                 "agent_automation_oauth_requests_total": frozenset({"endpoint", "status", "reason"})}
+EXPOSED: Final = AGREED | SERVED
+# What Prometheus itself records for every target it scrapes: the targets-down alert and a panel read it.
+SCRAPE_SERIES: Final = {"up": frozenset()}
+
+
+def test_the_agreed_series_that_the_server_serves_have_the_agreed_labels() -> None:
+    for name in AGREED.keys() & SERVED.keys():
+        assert SERVED[name] == AGREED[name], name
 
 
 def _selectors(node: Any) -> Iterator[tuple[str, set[str]]]:
@@ -849,8 +861,9 @@ def _check_promql(expression: str) -> set[str]:
     tree = promql_parser.parse(expression)  # ValueError on anything Prometheus would refuse to parse
     read = set()
     for name, labels in _selectors(tree):
-        assert name in EXPOSED, f"{name} is not a series /metrics serves: {expression}"
-        unknown = labels - EXPOSED[name] - TARGET_LABELS
+        series = EXPOSED | SCRAPE_SERIES
+        assert name in series, f"{name} is not a series /metrics serves: {expression}"
+        unknown = labels - series[name] - TARGET_LABELS
         assert not unknown, f"{name} has no label {sorted(unknown)}: {expression}"
         read.add(name)
     return read
@@ -878,18 +891,34 @@ def test_the_promql_check_refuses_what_prometheus_or_the_server_would_not_have()
             _check_promql(broken)
 
 
-def test_prometheus_rule_alerts_on_redis_429s_errors_latency_and_5xx_with_served_metrics() -> None:
+def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_streams_with_served_metrics() -> None:
     (rule,) = _kustomize_kind("monitoring", "PrometheusRule")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     (group,) = rule["spec"]["groups"]
     alerts = {alert["alert"]: alert for alert in group["rules"]}
-    assert set(alerts) == {"AgentAutomationRedisDown", "AgentAutomationUpstream429s", "AgentAutomationToolErrors",
-                           "AgentAutomationSlowToolCalls", "AgentAutomationGate5xx"}
     reads = {name: _check_promql(alert["expr"]) for name, alert in alerts.items()}
-    assert reads["AgentAutomationRedisDown"] == {"agent_automation_redis_up"}
-    assert reads["AgentAutomationUpstream429s"] == {"agent_automation_upstream_requests_total"}
-    assert reads["AgentAutomationSlowToolCalls"] == {"agent_automation_tool_call_duration_seconds_bucket"}
-    assert reads["AgentAutomationGate5xx"] == {"agent_automation_http_responses_total"}
+    responses, refused = "agent_automation_http_responses_total", "agent_automation_http_refused_total"
+    assert reads == {
+        "AgentAutomationTargetsDown": {"up"},
+        "AgentAutomationOutage": {responses},
+        "AgentAutomationRedisDown": {"agent_automation_redis_state"},
+        "AgentAutomationUpstream429s": {"agent_automation_upstream_requests_total"},
+        "AgentAutomationToolErrors": {"agent_automation_tool_calls_total"},
+        "AgentAutomationSlowToolCalls": {"agent_automation_tool_call_duration_seconds_bucket"},
+        "AgentAutomationGate5xx": {responses},
+        "AgentAutomationStrangerTokens": {refused},
+        "AgentAutomationTokenBudgetSpent": {refused},
+        "AgentAutomationSignInRefusals": {"agent_automation_oauth_requests_total"},
+        "AgentAutomationOrgNotAllowed": {refused, "agent_automation_oauth_requests_total"},
+        "AgentAutomationOpenStreams": {"agent_automation_open_streams"},
+    }
+    # The targets-down alert finds the replicas by the job the PodMonitor names after the pods' label.
+    (monitor,) = _kustomize_kind("monitoring", "PodMonitor")
+    job = monitor["spec"]["selector"]["matchLabels"][monitor["spec"]["jobLabel"]]
+    assert alerts["AgentAutomationTargetsDown"]["expr"].count(f'up{{job="{job}"}}') == 2
+    # The Redis states the alert names are the server's.
+    (states,) = re.findall(r'state=~"([^"]+)"', alerts["AgentAutomationRedisDown"]["expr"])
+    assert set(states.split("|")) <= set(REDIS_STATES) - {"reachable", "not configured"}
     assert 'status="429"' in alerts["AgentAutomationUpstream429s"]["expr"]
     assert "histogram_quantile(0.99," in alerts["AgentAutomationSlowToolCalls"]["expr"]
     (outcomes,) = re.findall(r'outcome=~"([^"]+)"', alerts["AgentAutomationToolErrors"]["expr"])
@@ -916,7 +945,8 @@ def test_grafana_dashboard_is_a_configmap_for_the_sidecar_and_every_panel_reads_
         assert len({target["refId"] for target in panel["targets"]}) == len(panel["targets"])
         for target in panel["targets"]:
             read |= _check_promql(target["expr"])
-    # Every family the server exposes has a panel: calls, durations, refusals, token checks, upstream, pacing, Redis.
+    # Every family the server exposes has a panel: calls, durations, refusals, token checks, upstream, pacing, Redis,
+    # connections and streams, sign-in.
     families = {re.sub(r"_(total|bucket|count|sum|created)$", "", name) for name in EXPOSED}
-    shown = {re.sub(r"_(total|bucket|count|sum|created)$", "", name) for name in read}
+    shown = {re.sub(r"_(total|bucket|count|sum|created)$", "", name) for name in read - SCRAPE_SERIES.keys()}
     assert shown == families
