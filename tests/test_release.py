@@ -94,6 +94,26 @@ def test_bump_moves_every_copy_and_turns_the_unreleased_notes_into_the_version(t
         release.bump("0.3", root)
 
 
+def test_no_file_names_the_version_outside_the_copies_the_bump_moves() -> None:
+    """A new file that repeats the version must join release.COPIES, or the next bump would leave it behind."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs the git work tree to list the project's files")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    histories = {"CHANGELOG.md", "RELEASING.md"}  # past versions, and examples
+    missed = []
+    for relative in sorted(set(tracked) - histories):
+        path = ROOT / relative
+        if not path.is_file() or path.stat().st_size > 2_000_000:
+            continue
+        text = path.read_text(errors="replace")
+        moved = [match.span("v") for copy in release.COPIES if copy.path == relative
+                 for match in copy.regex().finditer(text)]
+        for found in re.finditer(rf"(?<![\d.]){re.escape(VERSION)}(?![\d.])", text):
+            if not any(start <= found.start() and found.end() <= end for start, end in moved):
+                missed.append(f"{relative}:{text.count(chr(10), 0, found.start()) + 1}")
+    assert missed == [], "add these to COPIES in .ci/release.py"
+
+
 def test_the_changelog_has_this_versions_notes() -> None:
     notes = release.notes(VERSION)
     assert notes.count("\n- ") >= 5 and "### Added" in notes
