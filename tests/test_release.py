@@ -179,6 +179,17 @@ def test_the_wheel_installed_alone_runs_the_demo_from_elsewhere(installed: Path,
     assert "\nDone in " in demo.stdout
 
 
+def test_the_readme_says_today_what_this_test_does_and_after_the_release_what_the_workflow_publishes() -> None:
+    """The README's install lines: today's are the steps above (build, install the wheel, demo); the later ones
+    name what release.yml publishes (PyPI's package, the image's tag)."""
+    readme = (ROOT / "README.md").read_text()
+    today, later = (re.search(rf"^\*\*{heading}\*\*.*?```bash\n(.*?)```", readme, re.M | re.S)[1]  # type: ignore[index]
+                    for heading in ("Today", "After the first release"))
+    assert re.search(r"python -m build\b.*\n.*pip install dist/\*\.whl\n.*agent-automation-mcp demo\n$", today)
+    assert f"pip install {PACKAGE}" in later and f"uvx {PACKAGE}" in later
+    assert f"ghcr.io/agent-automation/{PACKAGE}:{VERSION}" in later
+
+
 def test_the_bundle_is_packed_around_the_same_wheel(mcpb_cli: Callable[..., object], dist: Path, installed: Path,  # noqa: F811
                                                     tmp_path: Path) -> None:
     env = {**os.environ, "npm_config_offline": "true"}
