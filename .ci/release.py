@@ -91,6 +91,12 @@ def mismatches(root: Path = ROOT, tag: str | None = None) -> list[str]:
     return problems
 
 
+def _with_version(match: re.Match[str], new: str) -> str:
+    """The matched text with its version spot, and only that, replaced."""
+    start, end = match.start("v") - match.start(), match.end("v") - match.start()
+    return match[0][:start] + new + match[0][end:]
+
+
 def bump(new: str, root: Path = ROOT, today: datetime.date | None = None) -> None:
     """Every copy to `new`, and the Unreleased notes become `new`'s section, dated today, with its links."""
     if not re.fullmatch(VERSION_PATTERN, new):
@@ -98,12 +104,14 @@ def bump(new: str, root: Path = ROOT, today: datetime.date | None = None) -> Non
     old = version(root)
     if problems := mismatches(root):
         raise SystemExit("the copies disagree before the bump:\n" + "\n".join(problems))
+    changelog = (root / "CHANGELOG.md").read_text()
+    if re.search(r"^## \[Unreleased\]\n\s*^## \[", changelog, re.M):
+        raise SystemExit("CHANGELOG.md says nothing under Unreleased: write what this release changes first")
     for path in dict.fromkeys(copy.path for copy in COPIES):
         text = (root / path).read_text()
         for copy in (copy for copy in COPIES if copy.path == path):
-            text = copy.regex().sub(lambda match: match[0].replace(match["v"], new), text)
+            text = copy.regex().sub(lambda match: _with_version(match, new), text)
         (root / path).write_text(text)
-    changelog = (root / "CHANGELOG.md").read_text()
     date = (today or datetime.datetime.now(datetime.UTC).date()).isoformat()
     changelog = changelog.replace("\n## [Unreleased]\n", f"\n## [Unreleased]\n\n## [{new}] - {date}\n", 1)
     changelog = re.sub(r"^\[Unreleased\]: .*$",

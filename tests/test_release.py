@@ -82,6 +82,11 @@ def test_a_missed_copy_or_a_wrong_tag_is_named(tmp_path: Path) -> None:
 def test_bump_moves_every_copy_and_turns_the_unreleased_notes_into_the_version(tmp_path: Path) -> None:
     root = _copy_of_the_versioned_files(tmp_path)
     changelog = root / "CHANGELOG.md"
+    if not re.search(r"^## \[Unreleased\]\n\s*^## \[", changelog.read_text(), re.M):
+        changelog.write_text(re.sub(r"(?<=^## \[Unreleased\]\n).*?(?=^## \[)", "", changelog.read_text(),
+                                    count=1, flags=re.M | re.S))
+    with pytest.raises(SystemExit, match="nothing under Unreleased"):
+        release.bump("0.2.0", root)  # a release without notes is refused
     changelog.write_text(changelog.read_text().replace("## [Unreleased]\n", "## [Unreleased]\n\n- A new thing.\n"))
     release.bump("0.2.0", root, today=datetime.date(2027, 1, 2))
     assert release.version(root) == "0.2.0" and release.mismatches(root, tag="v0.2.0") == []
