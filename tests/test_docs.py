@@ -23,7 +23,8 @@ ROOT: Final = Path(__file__).parents[1]
 PACKAGE: Final = ROOT / "src" / "agent_automation_mcp"
 CONFIGURATION: Final = ROOT / "docs" / "configuration.md"
 GUIDE: Final = ROOT / "docs" / "adding-an-operation.md"
-PAGES: Final = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
+PAGES: Final = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "RELEASING.md", ROOT / "CHANGELOG.md",
+                        *(ROOT / "docs").glob("*.md")])
 BEGIN: Final = "<!-- flags: generated from the CLI's parser by UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py -->"
 END: Final = "<!-- end of the generated flags -->"
 

@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -41,6 +40,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent_automation_mcp import __version__
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
 from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings
@@ -53,7 +53,7 @@ ROOT: Final = Path(__file__).resolve().parent.parent
 MANIFESTS: Final = ROOT / "manifests"
 PYPROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGE: Final[str] = PYPROJECT["project"]["name"]
-VERSION: Final[str] = PYPROJECT["project"]["version"]
+VERSION: Final[str] = __version__  # the one place (pyproject.toml reads it too: tests/test_release.py)
 SCRIPT: Final = next(iter(PYPROJECT["project"]["scripts"]))
 
 # The one place the GitHub owner is chosen: every file must say this name.
@@ -352,7 +352,10 @@ IMAGE_PYTHON: Final = {"python_version": "3.12", "python_full_version": "3.12.0"
 
 @pytest.mark.parametrize(("file", "requirements"), [
     ("requirements.lock", PYPROJECT["project"]["dependencies"]),
-    ("requirements-build.lock", PYPROJECT["build-system"]["requires"])])
+    # The build backend, and `build` itself: the release workflow builds with these pins (RELEASING.md).
+    ("requirements-build.lock", [*PYPROJECT["build-system"]["requires"],
+                                 *(line for line in PYPROJECT["project"]["optional-dependencies"]["test"]
+                                   if Requirement(line).name == "build")])])
 def test_the_images_lock_files_pin_every_requirement_with_hashes_in_range(file: str, requirements: list[str]) -> None:
     """What the Dockerfile installs with --require-hashes: each requirement of pyproject.toml that applies to the
     image's Python, at a version its range allows (a bound raised in pyproject.toml needs a new lock)."""
@@ -436,7 +439,7 @@ def test_rewriting_the_bundles_tools_changes_nothing_else() -> None:
     assert len(rewritten.splitlines()) == len(text.splitlines()) + 1
 
 
-def test_bundle_is_the_pinned_pypi_release_with_the_token_sensitive() -> None:
+def test_bundle_is_the_pinned_release_from_its_own_wheel_with_the_token_sensitive() -> None:
     manifest = manifest_json("mcpb/manifest.json")
     assert (manifest["name"], manifest["version"]) == (PACKAGE, VERSION)
     entry_point = manifest["server"]["entry_point"]
@@ -444,8 +447,12 @@ def test_bundle_is_the_pinned_pypi_release_with_the_token_sensitive() -> None:
     started = subprocess.run([sys.executable, str(MCPB / entry_point), "--version"], capture_output=True, text=True,
                              timeout=60, stdin=subprocess.DEVNULL)
     assert started.stdout.strip() == f"{SCRIPT} {VERSION}"  # the entry point is the package's command line
-    bundle = tomllib.loads((MCPB / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((MCPB / "pyproject.toml").read_text())
+    bundle = project["project"]
     assert bundle["dependencies"] == [f"{PACKAGE}=={VERSION}"] and bundle["version"] == VERSION
+    # uv installs the wheel build.sh packs beside it, not a download of the same name.
+    wheel = f"wheels/agent_automation_mcp-{VERSION}-py3-none-any.whl"
+    assert project["tool"]["uv"]["sources"] == {PACKAGE: {"path": wheel}}
     assert bundle["requires-python"] == PYPROJECT["project"]["requires-python"]
     config = manifest["server"]["mcp_config"]
     assert set(config["env"]) <= SETTINGS_READ
@@ -485,15 +492,7 @@ def test_mcpb_validate_refuses_a_broken_manifest(mcpb_cli: Callable[..., subproc
     assert mcpb_cli("validate", "manifest.json", cwd=tmp_path).returncode != 0
 
 
-def test_build_script_packs_the_bundle(mcpb_cli: Callable[..., subprocess.CompletedProcess[str]],
-                                       tmp_path: Path) -> None:
-    env = {**os.environ, "npm_config_offline": "true"}
-    done = subprocess.run([str(MCPB / "build.sh"), str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout + done.stderr
-    with zipfile.ZipFile(tmp_path / f"{PACKAGE}-{VERSION}.mcpb") as bundle:
-        assert sorted(bundle.namelist()) == ["manifest.json", "pyproject.toml", "server/main.py"]
-        assert json.loads(bundle.read("manifest.json")) == manifest_json("mcpb/manifest.json")
+# The bundle packed around the release's wheel: tests/test_release.py.
 
 
 # --- Kubernetes ---------------------------------------------------------------------------------------------
