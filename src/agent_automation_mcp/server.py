@@ -121,7 +121,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
-        view = RunsView()
+        view = RunsView(api.rate_limits)
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs

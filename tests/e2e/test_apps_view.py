@@ -32,7 +32,7 @@ HOST_DIR = Path(__file__).parent / "apps_host"
 ESBUILD = HOST_DIR / "node_modules" / ".bin" / "esbuild"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--window-size=720,1000", "--hide-scrollbars")
+         "--disable-sync", "--no-first-run", "--window-size=720,1400", "--hide-scrollbars")
 RUN_SECONDS = 4.0  # a created run ends after this; the view's first refresh comes 5 s after it is drawn
 XSS = "<img src=x onerror=name=1><script>name=2</script>"  # sets window.name if it ever runs
 PROXIED_HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id")

@@ -9,6 +9,7 @@ import re
 import pytest
 from mcp import Client
 
+from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
@@ -29,8 +30,19 @@ async def test_the_view_is_one_app_resource_with_no_origin_to_load_from(mode: st
         (listed,) = (await client.list_resources()).resources
         (content,) = (await client.read_resource(VIEW_URI)).contents
     assert listed.uri == VIEW_URI and listed.mime_type == APP_MIME_TYPE
-    assert content.mime_type == APP_MIME_TYPE and content.text == page()
+    assert content.mime_type == APP_MIME_TYPE and content.text == page(10)  # the service's published limits
     assert content.meta == {"ui": {"csp": {}, "prefersBorder": True}}  # no connect, resource or frame origins
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("limits", "seconds"), [("standard=60/30s", 10), ("standard=10/60s", 120),
+                                                 ("standard=2000/30s", 5)])
+async def test_the_view_refreshes_a_run_no_faster_than_its_share_of_the_tokens_limit(limits: str, seconds: int) -> None:
+    api = ApiSettings(rate_limits=parse_rate_limits(limits))
+    async with Client(build_server(api, ServerSettings())) as client:
+        (content,) = (await client.read_resource(VIEW_URI)).contents
+    assert f'<html lang="en" data-refresh-seconds="{seconds}">' in content.text
+    assert "dataset.refreshSeconds" in content.text  # what the page's script paces itself by
 
 
 def test_the_page_admits_its_own_script_and_style_and_nothing_else() -> None:
