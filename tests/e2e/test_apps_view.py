@@ -202,6 +202,7 @@ def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(host
     status = frame.find_element(By.ID, "run-status")
     assert "status-running" in status.get_attribute("class")  # colour as well as the word
     assert frame.find_element(By.ID, "elapsed").text.endswith(" s")
+    assert frame.execute_script("return state.poll !== null && state.ticker !== null")  # refreshing, counting
     view.shot(shots / "view-running.png")
 
     finished = view.wait_for("Complete", 40)  # the view refreshes itself through the host
@@ -216,7 +217,8 @@ def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(host
     ask.send_keys(Keys.ENTER)
     frame.find_element(By.ID, "followup-text").send_keys("Also add a test for the retry")
     frame.find_element(By.XPATH, "//button[contains(., 'Put it in the chat')]").send_keys(Keys.ENTER)
-    view.wait_for("Drafted in the chat", 10)
+    view.wait_for("Put in the chat.", 10)
+    assert view.inside().execute_script("return state.poll === null && state.ticker === null")  # stopped at the end
     view.shot(shots / "view-finished.png")
 
     record = view.record()
@@ -254,8 +256,10 @@ def test_a_trace_is_a_timeline_and_markup_in_it_stays_text(host: HostSite, sandb
     view.shot(shots / "view-trace.png")
 
 
-def test_runs_are_a_table_newest_first(host: HostSite, browser: Any, shots: Path) -> None:
+def test_runs_are_a_table_newest_first_and_follow_a_change_of_theme(host: HostSite, browser: Any,
+                                                                    shots: Path) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     view = View(browser, host.page("list_agent_runs", {"limit": 6}))
     frame = view.inside()
@@ -267,6 +271,14 @@ def test_runs_are_a_table_newest_first(host: HostSite, browser: Any, shots: Path
     assert ids[0] == max(ids)  # the newest (the run made by the trace case) first
     assert any(row.find_elements(By.CSS_SELECTOR, "td:nth-child(4) a") for row in rows)  # a PR as a link
     view.shot(shots / "view-list.png")
+    background = "return getComputedStyle(document.body).backgroundColor"
+    assert view.inside().execute_script(background) == "rgb(255, 255, 255)"
+    view.record()  # the host switches to its dark theme while the view is open
+    browser.execute_script("""window.hostBridge.sendHostContextChange({theme: "dark", styles: {variables: {
+        "--color-background-primary": "#262624", "--color-text-primary": "#f5f4ef"}}})""")
+    frame = view.inside()
+    WebDriverWait(browser, 10).until(lambda _: frame.execute_script(background) == "rgb(38, 38, 36)")
+    assert frame.execute_script("return document.documentElement.dataset.theme") == "dark"
 
 
 def test_the_view_takes_the_hosts_dark_theme_and_fits_a_phone(host: HostSite, browser: Any, shots: Path) -> None:

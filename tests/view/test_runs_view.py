@@ -57,6 +57,11 @@ def test_the_page_admits_its_own_script_and_style_and_nothing_else() -> None:
     assert not re.search(r"\s(src|href|on[a-z]+)=", html.split("<script>")[0])  # nothing loaded, no inline handler
 
 
+def test_before_any_result_the_page_says_what_it_is() -> None:
+    main = page().split('<main id="view">')[1].split("</main>")[0]
+    assert 'role="status"' in main and "Agent runs view" in main and "when the tool answers" in main
+
+
 def test_service_text_has_no_way_into_the_page_as_markup() -> None:
     """The page builds its DOM from elements and text nodes; none of the sinks that parse strings as HTML or code."""
     script = re.sub(r"//[^\n]*", "", re.findall(r"<script>(.*?)</script>", page(), re.S)[0])  # code, not comments

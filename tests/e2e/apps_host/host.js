@@ -49,6 +49,7 @@ async function main() {
       platform: "web", locale: "en-GB", timeZone: "UTC",
     },
   });
+  window.hostBridge = bridge;  // for the test to change the host's context (its theme) later
   bridge.onopenlink = async ({ url }) => { record.opened.push(url); return {}; };
   bridge.onmessage = async (params) => { record.messages.push(params); return {}; };
   bridge.onsizechange = ({ height }) => { if (height) iframe.style.height = height + "px"; };
