@@ -267,7 +267,7 @@ def test_runs_are_a_table_newest_first_and_follow_a_change_of_theme(host: HostSi
     assert headers == ["Status", "Age", "Repository", "PR", "Run"]
     rows = frame.find_elements(By.CSS_SELECTOR, "tbody tr")
     assert len(rows) == 6
-    ids = [int(row.find_elements(By.TAG_NAME, "td")[4].text.removeprefix("Run ")) for row in rows]
+    ids = [int(row.find_elements(By.TAG_NAME, "td")[4].text.split()[-1]) for row in rows]
     assert ids[0] == max(ids)  # the newest (the run made by the trace case) first
     assert any(row.find_elements(By.CSS_SELECTOR, "td:nth-child(4) a") for row in rows)  # a PR as a link
     view.shot(shots / "view-list.png")
@@ -284,9 +284,12 @@ def test_runs_are_a_table_newest_first_and_follow_a_change_of_theme(host: HostSi
 def test_the_view_takes_the_hosts_dark_theme_and_fits_a_phone(host: HostSite, browser: Any, shots: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    view = View(browser, host.page("list_agent_runs", {"limit": 1}))
+    view = View(browser, host.page("list_agent_runs", {"limit": 4}, theme="dark", width=360))
     frame = view.inside()
-    newest = int(frame.find_element(By.CSS_SELECTOR, "tbody td:nth-child(5)").text.removeprefix("Run "))
+    assert frame.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+    assert all(cell.is_displayed() for cell in frame.find_elements(By.CSS_SELECTOR, "thead th"))  # every column
+    newest = int(frame.find_element(By.CSS_SELECTOR, "tbody td:nth-child(5)").text.split()[-1])
+    view.shot(shots / "view-list-phone.png")
     view = View(browser, host.page("get_agent_run", {"agent_run_id": newest}, theme="dark", width=360))
     frame = view.inside()
     colours = frame.execute_script(
