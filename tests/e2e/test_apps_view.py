@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 
 import httpx2
 import pytest
+from chromium import start_chromium
 from harness import HttpServer, sandbox_env
 
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -30,17 +31,10 @@ from catalogue import REPO_ID
 
 HOST_DIR = Path(__file__).parent / "apps_host"
 ESBUILD = HOST_DIR / "node_modules" / ".bin" / "esbuild"
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--window-size=720,1400", "--hide-scrollbars")
 RUN_SECONDS = 4.0  # a created run ends after this; the view's first refresh comes 5 s after it is drawn
 XSS = "<img src=x onerror=name=1><script>name=2</script>"  # sets window.name if it ever runs
 PROXIED_HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id")
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-if CHROMIUM is None or CHROMEDRIVER is None:
-    pytest.skip("chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)",
-                allow_module_level=True)
 if not ESBUILD.exists():
     pytest.skip("the test host's npm packages are not installed (npm ci --prefix tests/e2e/apps_host; .ci/run does it)",
                 allow_module_level=True)
@@ -126,14 +120,7 @@ def host(sandbox: SandboxServer, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
+    driver = start_chromium(720, 1400)  # tall enough for a whole trace page in one screenshot
     yield driver
     driver.quit()
 
