@@ -234,6 +234,8 @@ def test_a_trace_is_a_timeline_and_markup_in_it_stays_text(host: HostSite, sandb
     assert all(step.find_element(By.TAG_NAME, "time").text.count(":") == 2 for step in steps)
     assert all(step.find_element(By.CSS_SELECTOR, ".kind").text for step in steps)
     assert frame.find_elements(By.CSS_SELECTOR, "ol.timeline .tool")  # tool steps name their tool
+    marked = frame.find_elements(By.CSS_SELECTOR, "ol.timeline > li.is-error")  # the seeded trace has an ERROR step
+    assert marked and all("ERROR" in step.text and "⚠ error" in step.text for step in marked)
     assert XSS in text  # shown as its characters...
     assert frame.execute_script("return window.name") == ""  # ...and nothing of it ran
     assert frame.find_elements(By.CSS_SELECTOR, "#view img, #view script") == []
