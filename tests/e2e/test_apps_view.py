@@ -175,8 +175,8 @@ class View:
         self.browser.find_element(By.ID, "frame").screenshot(str(path))
 
 
-def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(host: HostSite, browser: Any,
-                                                                          shots: Path) -> None:
+def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(
+        host: HostSite, sandbox: SandboxServer, browser: Any, shots: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
@@ -191,6 +191,16 @@ def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(host
     assert frame.find_element(By.ID, "elapsed").text.endswith(" s")
     assert frame.execute_script("return state.poll !== null && state.ticker !== null")  # refreshing, counting
     view.shot(shots / "view-running.png")
+
+    # The service throttles the view's first refresh: the view keeps what it showed, says so, and tries again after
+    # the server's retry_after_seconds (1 s here), but not sooner than its own pace (5 s with the test's limits).
+    httpx2.put(f"{sandbox.url}/_sandbox/faults", json={
+        "throttle_rate": 1.0, "throttle_retry_after": 1, "operations": ["get_agent_run"]}).raise_for_status()
+    try:
+        throttled = view.wait_for("Could not refresh", 30)
+    finally:
+        httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}).raise_for_status()
+    assert "Rate limit exceeded" in throttled and "trying again in 5 s" in throttled and "Running" in throttled
 
     finished = view.wait_for("Complete", 40)  # the view refreshes itself through the host
     assert "Running for" not in finished and "Result" in finished and "Pull request #" in finished
