@@ -45,10 +45,10 @@ def test_the_seams_change_what_the_low_level_server_answers() -> None:
 
 
 @pytest.mark.anyio
-async def test_our_server_answers_tools_list_through_its_own_handler_and_no_resources() -> None:
+async def test_our_server_answers_tools_list_through_its_own_handler_and_no_prompts() -> None:
     server = build_server(ApiSettings(), ServerSettings(toolsets=("logs",)))
     assert lowlevel(server).get_request_handler("tools/list").handler == server._list_offered_tools
     async with Client(server) as client:
         assert [tool.name for tool in (await client.list_tools()).tools] == ["get_agent_run_logs"]
         with pytest.raises(MCPError):
-            await client.list_resources()
+            await client.list_prompts()

@@ -45,6 +45,7 @@ from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
 from .tools.registry import TOOLSETS_DECLARED, narrowed, offered_names, select_tools
+from .view import RunsView
 
 logger = logging.getLogger(__name__)
 
@@ -120,17 +121,18 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
+        view = RunsView(api.rate_limits)
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing],
-                         request_state_security=continuation_security(state_keys))
-        # This server has no resources or prompts: it neither answers nor advertises their methods.
-        drop_methods(self, "resources/", "prompts/")
+                         request_state_security=continuation_security(state_keys), extensions=[view])
+        # No prompts and no resource templates: not answered, not advertised. Its one resource is the runs view.
+        drop_methods(self, "prompts/", "resources/templates/")
         serve_list_tools(self, self._list_offered_tools)
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
-                          annotations=spec.annotations, structured_output=True)
+                          annotations=spec.annotations, structured_output=True, meta=view.meta_for(spec.name))
 
     async def list_tools(self) -> list[MCPTool]:
         if self._compact_tools is None:

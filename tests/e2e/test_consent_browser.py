@@ -17,21 +17,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from chromium import start_chromium
 from harness import RATE_LIMITS, HttpServer, clean_env, free_port, tenant_client
 from oauth_flow import RawFlow, pkce, query_of
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")  # Debian's, on the PATH
 CAROL = "tok-carol-both"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--window-size=900,900")
-
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-if CHROMIUM is None or CHROMEDRIVER is None:
-    pytest.skip("chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)",
-                allow_module_level=True)
 
 
 class Callback:
@@ -71,14 +64,7 @@ def server() -> Iterator[HttpServer]:
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
+    driver = start_chromium(900, 900)
     yield driver
     driver.quit()
 
