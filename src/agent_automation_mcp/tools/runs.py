@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Final
 
 import anyio
@@ -36,6 +37,7 @@ WEB_APP_URL: Final = "https://codegen.com"
 MAX_WAIT_SECONDS: Final = 50
 WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answers within ~54 s
 POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
+RESUME_GAP_SECONDS: Final = 60  # a start seen this long after created_at is a resume, not the run's creation
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
                                    description="Wait up to this many seconds for the run to finish."),
@@ -73,7 +75,8 @@ class Run(Output):
     id: int
     status: str | None = None
     is_terminal: bool
-    elapsed_seconds: int | None = None  # since created_at by this server's clock, while the run is not finished
+    # Since created_at by this server's clock, while the run is not finished: a resumed run's age, not its work time.
+    elapsed_seconds: int | None = None
     web_url: str
     created_at: Timestamp = None
     result: str | None = None
@@ -92,16 +95,32 @@ class Run(Output):
             pull_requests=[PullRequestRef.of(pr) for pr in prs],
         )
 
-    def describe(self) -> str:
+    def describe(self, since: datetime | None = None) -> str:
+        """One line on the run; `since`: when this server saw the run start or resume (see `elapsed_phrase`)."""
         prs = "".join(f"; pull request pr_id {pr.pr_id}" + (f" (GitHub #{pr.number})" if pr.number else "")
                       for pr in self.pull_requests)
         if self.is_terminal:
             finished = " (finished)"
-        elif self.elapsed_seconds is not None:
-            finished = f", going for {duration(self.elapsed_seconds)} (server clock)"
+        elif (phrase := elapsed_phrase(self.created_at, since)) is not None:
+            finished = f", {phrase}"
         else:
             finished = ""
         return f"Run {self.id} is {label(self.status, 'of unknown status')}{finished}{prs}; web_url in the result"
+
+
+def elapsed_phrase(created_at: str | None, since: datetime | None = None) -> str | None:
+    """How long an unfinished run has gone on, in words that cannot mislead. From `since` when this server knows
+    when the run started or resumed (a resume it made, a task it follows); otherwise worded as the time since the
+    run was created, which for a finished run resumed later is its age, not how long it has worked: the service
+    reports no resume time. None when neither instant is known."""
+    created = instant(created_at)
+    if since is not None:
+        went = duration(max(0, int(time.time() - since.timestamp())))
+        if created is None or since.timestamp() - created.timestamp() > RESUME_GAP_SECONDS:
+            return f"resumed {went} ago"
+        return f"going for {went}"
+    age = elapsed_since(created_at)
+    return None if age is None else f"created {duration(age)} ago (server clock)"
 
 
 def elapsed_since(created_at: str | None) -> int | None:
@@ -112,12 +131,14 @@ def elapsed_since(created_at: str | None) -> int | None:
 
 
 def duration(seconds: int) -> str:
-    """`42 s`, `5 min 3 s`, `2 h 7 min`: what a person reads."""
+    """`42 s`, `5 min 3 s`, `2 h 7 min`, `520 d 21 h`: what a person reads."""
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    if seconds < 86_400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86_400} d {seconds % 86_400 // 3600} h"
 
 
 def wanted_statuses(asked: list[str] | None) -> set[str]:
@@ -169,7 +190,7 @@ async def create_agent_run(
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
     """Get an agent run's status, result and pull requests (the service does not report a pull request's
-    state, e.g. draft). elapsed_seconds: how long an unfinished run has gone on, by this server's clock.
+    state, e.g. draft). elapsed_seconds: an unfinished run's age by this server's clock (not since a resume).
     wait_seconds > 0 polls until the run finishes or the wait ends; is_terminal tells which."""
     client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
     started = time.monotonic()
@@ -281,5 +302,6 @@ async def resume_agent_run(agent_run_id: Id, prompt: Prompt, ctx: Context,
     """Send a follow-up instruction to an existing agent run (e.g. to fix review comments or continue after
     it finished). Follow it with get_agent_run."""
     client = await client_for(ctx)
+    resumed_at = datetime.now(UTC)
     run = Run.of(await client.resume_agent_run(agent_run_id, prompt, model=model), _max_chars(ctx))
-    return ok(run, f"Resumed: {run.describe()}")
+    return ok(run, f"Resumed: {run.describe(since=resumed_at)}")
