@@ -26,10 +26,10 @@ from .results import (
     Timestamp,
     instant,
     label,
-    next_skip,
     ok,
     trim_text,
 )
+from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
 
 toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
 
@@ -57,8 +57,6 @@ STATUS_WORDS: Final = {
     **dict.fromkeys(("stopped", "cancelled", "canceled"), _STOPPED),
     "finished": _DONE + _FAILED + _STOPPED,
 }
-MAX_SCANNED_RUNS: Final = 500  # the service has no status filter: ours reads at most this many runs per call
-FILTER_PAGE_SIZE: Final = 100  # in pages this large
 
 
 class PullRequestRef(Output):
@@ -157,7 +155,7 @@ class WaitedRun(Run):
 
 class RunList(Output):
     runs: list[Run]
-    total: int | None = None  # of the service's list (before a status filter)
+    total: int | None = None  # of the service's list (before a filter of ours)
     next_skip: int | None = None
     note: str | None = None
 
@@ -221,55 +219,48 @@ async def list_agent_runs(
     source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
         "Service values ACTIVE, PENDING, COMPLETE, ERROR, FAILED, STOPPED, CANCELLED, or words: running, "
-        f"failed, done, finished, stopped (any case). Filtered here over ≤{MAX_SCANNED_RUNS} runs."))] = None,
+        "failed, done, finished, stopped (any case)."))] = None,
+    pull_request: Annotated[PullRequestArg | None, Field(
+        description="Only runs that made it: URL, owner/repo#7 or pr_id.")] = None,
 ) -> Annotated[CallToolResult, RunList]:
     """List the organisation's agent runs, newest first, optionally filtered. Runs do not say who started
-    them."""
+    them. statuses and pull_request are filtered here, over ≤500 runs a call (note says how far)."""
     client = await client_for(ctx)
     wanted = wanted_statuses(statuses)
-    taken = RunsTaken(_max_chars(ctx), limit, wanted)
-    position: int | None = skip
-    page_size = FILTER_PAGE_SIZE if wanted else limit
-    while position is not None:
-        try:
-            page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=position,
-                                                limit=page_size)
-        except ApiError as exc:
-            if position == skip:
-                raise
-            taken.note = f"stopped early ({exc.kind}): continue from next_skip"
-            break
-        taken.total = page.total
-        consumed = taken.take(page.items)
-        last_page = next_skip(position, len(page.items), page_size, page.total) is None
-        position = None if consumed == len(page.items) and last_page else position + consumed
-        if consumed < len(page.items) or taken.full or not wanted:
-            break
-        if position is not None and position - skip >= MAX_SCANNED_RUNS:
-            taken.note = (f"read {position - skip} runs without finding {limit} in {', '.join(sorted(wanted))} "
-                          "(the status filter is applied here): continue from next_skip")
-            break
+    filtering = bool(wanted) or pull_request is not None
+    taken = RunsTaken(_max_chars(ctx), limit, wanted, pull_request)
+    scan = await scan_runs(client, taken, skip=skip, page_size=SCAN_PAGE_SIZE if filtering else limit,
+                           filtering=filtering, user_id=user_id, source_type=source_type)
+    which = " and ".join([*([f"in {', '.join(sorted(wanted))}"] if wanted else []),
+                          *([f"of pull request {pull_request}"] if pull_request else [])])
+    notes = [taken.note] if taken.note else []
+    if scan.failed is not None:
+        notes.append(f"stopped early ({scan.failed.kind}): continue from next_skip")
+    if filtering:
+        notes.append(scan.how_far())
     if wanted and not taken.runs and taken.seen:
         have = ", ".join(f"{status} {count}" for status, count in taken.seen.most_common())
-        none = f"none of the {taken.seen.total()} runs read is in {', '.join(sorted(wanted))}; they are: {have}"
-        taken.note = f"{none}; {taken.note}" if taken.note else none
-    out = RunList(runs=taken.runs, total=taken.total, next_skip=position, note=taken.note)
-    which = f" in {', '.join(sorted(wanted))}" if wanted else ""
-    return ok(out, f"{len(out.runs)} runs{which} (of {out.total if out.total is not None else 'unknown'} in total)"
+        notes.insert(0, f"none of the {taken.seen.total()} runs read is in {', '.join(sorted(wanted))}; they are: "
+                        f"{have}")
+    out = RunList(runs=taken.runs, total=scan.total, next_skip=scan.position,
+                  note="; ".join(notes) or None)
+    return ok(out, f"{len(out.runs)} runs{f' {which}' if which else ''} (of "
+                   f"{out.total if out.total is not None else 'unknown'} in total)"
                    f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
                    f"{f'; {out.note}' if out.note else ''}")
 
 
 @dataclass
 class RunsTaken:
-    """The runs a list call returns: at most `limit`, only `wanted` statuses, within PAGE_ITEMS_CHARS."""
+    """The runs a list call returns: at most `limit`, only `wanted` statuses and runs of `pull_request`, within
+    PAGE_ITEMS_CHARS."""
 
     max_chars: int
     limit: int
     wanted: set[str]
+    pull_request: PullRequestName | None = None
     runs: list[Run] = field(default_factory=list)
     size: int = 0
-    total: int | None = None
     note: str | None = None
     seen: Counter[str] = field(default_factory=Counter)  # the statuses of the runs read
 
@@ -279,12 +270,14 @@ class RunsTaken:
 
     def take(self, items: list[AgentRun]) -> int:
         """Consume `items` in order until the count or the size budget is reached; return how many were consumed
-        (a run left out by the status filter is consumed too)."""
+        (a run left out by a filter is consumed too)."""
         for consumed, item in enumerate(items):
             if self.full:
                 return consumed
             self.seen[label(item.status)] += 1
             if self.wanted and (item.status or "").upper() not in self.wanted:
+                continue
+            if self.pull_request is not None and self.pull_request.found_in(item) is None:
                 continue
             run = Run.of(item, self.max_chars)
             size = len(run.model_dump_json())
