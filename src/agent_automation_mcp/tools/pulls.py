@@ -74,8 +74,8 @@ async def edit_pull_request(
     number = edit.number or (github_pull_request(edit.url)[1] if edit.url else None)
     out = PullRequestChange(pr_id=pr_id, state=edit.state, url=edit.url, number=number, title=edit.title)
     github = f" (GitHub #{number})" if number else ""
-    now = (f"is now {label(out.state)}" if out.state else
-           f"was accepted for {state}; the service's answer does not say its state now")
+    now = (f"is now {label(out.state)} (the service does not say what it was)" if out.state else
+           f"was accepted for {state}; the service's answer does not say its state now, nor before")
     return ok(out, f"Pull request pr_id {pr_id}{github} {now}; its URL and title are in the result")
 
 
