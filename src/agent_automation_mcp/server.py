@@ -30,6 +30,7 @@ from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
+from .prompts import add_prompts
 from .sdk_seams import drop_methods, serve_list_tools
 from .tools.callers import (
     CALL_SECONDS,
@@ -125,8 +126,9 @@ class AgentAutomationServer(MCPServer[ServerState]):
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing],
                          request_state_security=continuation_security(state_keys))
-        # This server has no resources or prompts: it neither answers nor advertises their methods.
-        drop_methods(self, "resources/", "prompts/")
+        # This server has no resources: it neither answers nor advertises their methods.
+        drop_methods(self, "resources/")
+        add_prompts(self, self._offered)
         serve_list_tools(self, self._list_offered_tools)
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,

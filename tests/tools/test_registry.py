@@ -164,15 +164,15 @@ def test_compact_schema_keeps_meaning() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_only_what_is_served_is_advertised(mode: str) -> None:
-    """Tools only: no resources or prompts behind empty lists, and no change notifications that never come."""
+    """Tools and prompts: no resources behind empty lists, and no change notifications that never come."""
     async with Client(build_server(ApiSettings(), ServerSettings()), mode=mode) as client:
         capabilities = client.server_capabilities
         assert capabilities.tools is not None and not capabilities.tools.list_changed
-        assert capabilities.resources is None and capabilities.prompts is None
-        for unserved in (client.list_resources, client.list_prompts):
-            with pytest.raises(MCPError) as caught:
-                await unserved()
-            assert caught.value.error.code == -32601  # method not found
+        assert capabilities.prompts is not None and not capabilities.prompts.list_changed
+        assert capabilities.resources is None
+        with pytest.raises(MCPError) as caught:
+            await client.list_resources()
+        assert caught.value.error.code == -32601  # method not found
 
 
 def test_every_instructions_variant_reads_right_alone() -> None:
