@@ -7,10 +7,12 @@ import re
 
 import pytest
 from mcp import Client, MCPError
+from mcp.types import PromptReference
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.prompts import PROMPTS
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
@@ -86,3 +88,33 @@ async def test_a_prompt_is_offered_only_where_its_tools_are() -> None:
     assert "resume_agent_run" not in explain and "generate_setup_commands" not in explain
     async with Client(build_server(ApiSettings(), ServerSettings(toolsets=("logs",)))) as client:
         assert client.server_capabilities.prompts is None  # none to serve: none advertised
+        assert client.server_capabilities.completions is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_arguments_complete_from_fixed_values_and_the_callers_repositories(mode: str) -> None:
+    """Repository names come from the service once a minute per caller, whatever the number of keystrokes."""
+    async with SandboxServer(SandboxConfig()) as sandbox:
+        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url)
+        async with Client(build_server(api, ServerSettings()), mode=mode) as client:
+            assert client.server_capabilities.completions is not None
+            delegate = PromptReference(name="delegate_task")
+            typed = [await client.complete(delegate, {"name": "repository", "value": value})
+                     for value in ("", "web", "WEB-A")]
+            status = await client.complete(PromptReference(name="runs_status"), {"name": "status", "value": "fail"})
+            other = await client.complete(PromptReference(name="no_such_prompt"), {"name": "status", "value": ""})
+        listings = [r for r in sandbox.request_log if r.operation == "list_repositories"]
+    every = typed[0].completion.values
+    assert "sandbox-org/web-app" in every and len(every) == typed[0].completion.total >= 3
+    assert typed[1].completion.values == typed[2].completion.values == ["sandbox-org/web-app"]
+    assert status.completion.values == ["failed", "fail", "failure", "FAILED"]
+    assert other.completion.values == []
+    assert len(listings) == 1
+
+
+@pytest.mark.anyio
+async def test_without_a_token_a_repository_completion_is_empty_not_an_error() -> None:
+    async with Client(build_server(ApiSettings(), ServerSettings())) as client:
+        result = await client.complete(PromptReference(name="delegate_task"), {"name": "repository", "value": "w"})
+    assert result.completion.values == [] and result.completion.total == 0

@@ -16,6 +16,8 @@ from mcp.server import MCPServer
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.types import (
+    CompleteRequestParams,
+    CompleteResult,
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
@@ -26,6 +28,7 @@ from mcp.types import (
 ListToolsHandler = Callable[[ServerRequestContext[Any], PaginatedRequestParams | None], Awaitable[ListToolsResult]]
 GetPromptHandler = Callable[[ServerRequestContext[Any], GetPromptRequestParams],
                             Awaitable[GetPromptResult | InputRequiredResult]]
+CompletionHandler = Callable[[ServerRequestContext[Any], CompleteRequestParams], Awaitable[CompleteResult]]
 
 
 def lowlevel(server: MCPServer[Any]) -> Server[Any]:
@@ -49,3 +52,9 @@ def serve_get_prompt(server: MCPServer[Any], handler: GetPromptHandler) -> None:
     """Answer `prompts/get` with `handler`: `MCPServer` reports an unknown prompt or a missing argument as an internal
     error, where the protocol asks for invalid params with a message that says which."""
     lowlevel(server).add_request_handler("prompts/get", GetPromptRequestParams, handler)
+
+
+def serve_completions(server: MCPServer[Any], handler: CompletionHandler) -> None:
+    """Answer `completion/complete` with `handler`, which sees the request: `MCPServer.completion()` gives its
+    handler none, and completing from the service needs the caller's credentials."""
+    lowlevel(server).add_request_handler("completion/complete", CompleteRequestParams, handler)

@@ -128,7 +128,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
                          request_state_security=continuation_security(state_keys))
         # This server has no resources: it neither answers nor advertises their methods.
         drop_methods(self, "resources/")
-        add_prompts(self, self._offered)
+        add_prompts(self, self._offered, self.shared)
         serve_list_tools(self, self._list_offered_tools)
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
