@@ -27,6 +27,7 @@ from catalogue import CASES
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 BUDGET_TOKENS = 4000
+MODEL_BUDGET_TOKENS = 3000  # what a model reads of each tool: its name, description and input schema
 
 # The names and groups are public (users' prompts and configurations name them): `tests/catalogue.py` pins them.
 EXPECTED = {toolset: [case.name for case in CASES if case.toolset == toolset]
@@ -134,6 +135,9 @@ async def test_default_tools_list_fits_the_context_budget() -> None:
     tokens = len(payload) // 4
     print(f"\ntools/list for the default toolsets: {len(payload)} chars ≈ {tokens} tokens (budget {BUDGET_TOKENS})")
     assert tokens <= BUDGET_TOKENS
+    read = json.dumps([{key: tool[key] for key in ("name", "description", "inputSchema")}
+                       for tool in json.loads(payload)["tools"]], separators=(",", ":"), ensure_ascii=False)
+    assert len(read) // 4 <= MODEL_BUDGET_TOKENS, f"names, descriptions and input schemas: {len(read) // 4} tokens"
 
 
 def test_compact_schema_keeps_meaning() -> None:
