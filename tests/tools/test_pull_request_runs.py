@@ -50,3 +50,7 @@ async def test_a_pull_request_that_is_not_one_is_refused_before_any_request() ->
         assert "pull_request" in error["message"]
     assert "owner/repo#7 or its pr_id" in results[0].structured_content["error"]["message"]
     assert sent == []
+
+
+def test_the_description_names_the_bound_the_scan_keeps() -> None:
+    assert f"≤{run_scan.MAX_SCANNED_RUNS} runs a call" in (runs.list_agent_runs.__doc__ or "")

@@ -87,7 +87,6 @@ class RunScan:
     pages: int = 0
     read: int = 0
     total: int | None = None
-    bounded: bool = False  # stopped at MAX_SCANNED_RUNS
     failed: ApiError | None = None  # a later page failed: the scan answers with what it read
 
     def how_far(self) -> str:
@@ -124,6 +123,5 @@ async def scan_runs(client: AgentAutomationClient, taker: RunTaker, *, skip: int
         if consumed < len(page.items) or taker.full or not filtering:
             break
         if scan.position is not None and scan.position - skip >= MAX_SCANNED_RUNS:
-            scan.bounded = True
             break
     return scan
