@@ -34,12 +34,12 @@ from .api.text import visible
 from .caching import SharedCache, SharedStore
 from .sdk_seams import drop_methods, serve_completions, serve_get_prompt
 from .tools.callers import client_for
-from .tools.run_scan import pull_request_name
+from .tools.run_scan import MAX_SCANNED_RUNS, pull_request_name
 from .tools.runs import STATUS_WORDS
 
-# What the service and people call a status; the list a refusal names.
-KNOWN_STATUSES: Final = tuple(dict.fromkeys(
-    [*STATUS_WORDS, "ACTIVE", "PENDING", "COMPLETE", "ERROR", "FAILED", "STOPPED", "CANCELLED"]))
+# What people and the service call a status (list_agent_runs takes both).
+SERVICE_STATUSES: Final = tuple(dict.fromkeys(value for values in STATUS_WORDS.values() for value in values))
+KNOWN_STATUSES: Final = (*STATUS_WORDS, *SERVICE_STATUSES)
 COMPLETION_SECONDS: Final = 3.0  # a host asks as the user types: pacing included, a completion waits no longer
 REPOSITORY_NAMES_SECONDS: Final = 60.0  # the repositories listed for completions at most once a minute per caller
 MAX_COMPLETIONS: Final = 100  # the protocol's bound on one answer
@@ -72,7 +72,7 @@ class RunsStatus(PromptArguments):
     def _known(cls, value: str | None) -> str | None:
         if value is not None and value.lower() not in {status.lower() for status in KNOWN_STATUSES}:
             raise ValueError("unknown status; use a word (running, pending, failed, done, finished, stopped) or the "
-                             "service's value (ACTIVE, PENDING, COMPLETE, ERROR, FAILED, STOPPED, CANCELLED)")
+                             f"service's value ({', '.join(SERVICE_STATUSES)})")
         return value
 
 
@@ -148,7 +148,7 @@ def _pull_request_runs(args: PullRequestRuns, offered: frozenset[str]) -> str:
     given = args.pull_request.removeprefix("pr_id ")
     return f"""Which Codegen agent runs made the pull request {args.pull_request}?
 
-1. Call list_agent_runs with pull_request "{given}". It reads up to 500 runs a call; if its note says it did not reach
+1. Call list_agent_runs with pull_request "{given}". It reads up to {MAX_SCANNED_RUNS} runs a call; if its note says it did not reach
 the oldest run, call again with skip set to next_skip, at most 3 more times, and say how far it looked.
 2. For each run found, give its id, status, created_at and web_url, newest first; call get_agent_run on one for its
 result if the user wants it. If none is found, say so and how many runs were read. {DATA_NOT_ORDERS}"""
