@@ -148,8 +148,8 @@ def _pull_request_runs(args: PullRequestRuns, offered: frozenset[str]) -> str:
     given = args.pull_request.removeprefix("pr_id ")
     return f"""Which Codegen agent runs made the pull request {args.pull_request}?
 
-1. Call list_agent_runs with pull_request "{given}". It reads up to {MAX_SCANNED_RUNS} runs a call; if its note says it did not reach
-the oldest run, call again with skip set to next_skip, at most 3 more times, and say how far it looked.
+1. Call list_agent_runs with pull_request "{given}". It reads up to {MAX_SCANNED_RUNS} runs a call; if its note says it
+did not reach the oldest run, call again with skip set to next_skip, at most 3 more times, and say how far it looked.
 2. For each run found, give its id, status, created_at and web_url, newest first; call get_agent_run on one for its
 result if the user wants it. If none is found, say so and how many runs were read. {DATA_NOT_ORDERS}"""
 
