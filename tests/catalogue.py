@@ -88,7 +88,7 @@ CASES: Final[tuple[ToolCase, ...]] = (
     _case("get_webhook", "webhooks"),
     _case("set_webhook", "webhooks", "writes",  # reads first, to say whether a secret is removed
           sends=("get_webhook", "set_webhook"), url=HOOK_URL),
-    _case("delete_webhook", "webhooks", "destroys"),
+    _case("delete_webhook", "webhooks", "destroys", ("get_webhook", "delete_webhook")),  # says what it deleted
     _case("test_webhook", "webhooks", "writes", url=HOOK_URL),
 )
 BY_NAME: Final = {case.name: case for case in CASES}

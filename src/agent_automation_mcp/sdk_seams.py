@@ -15,9 +15,20 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
-from mcp.types import ListToolsResult, PaginatedRequestParams
+from mcp.types import (
+    CompleteRequestParams,
+    CompleteResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
 
 ListToolsHandler = Callable[[ServerRequestContext[Any], PaginatedRequestParams | None], Awaitable[ListToolsResult]]
+GetPromptHandler = Callable[[ServerRequestContext[Any], GetPromptRequestParams],
+                            Awaitable[GetPromptResult | InputRequiredResult]]
+CompletionHandler = Callable[[ServerRequestContext[Any], CompleteRequestParams], Awaitable[CompleteResult]]
 
 
 def lowlevel(server: MCPServer[Any]) -> Server[Any]:
@@ -35,3 +46,15 @@ def drop_methods(server: MCPServer[Any], *prefixes: str) -> None:
 def serve_list_tools(server: MCPServer[Any], handler: ListToolsHandler) -> None:
     """Answer `tools/list` with `handler`, which sees the request (`MCPServer.list_tools` does not)."""
     lowlevel(server).add_request_handler("tools/list", PaginatedRequestParams, handler)
+
+
+def serve_get_prompt(server: MCPServer[Any], handler: GetPromptHandler) -> None:
+    """Answer `prompts/get` with `handler`: `MCPServer` reports an unknown prompt or a missing argument as an internal
+    error, where the protocol asks for invalid params with a message that says which."""
+    lowlevel(server).add_request_handler("prompts/get", GetPromptRequestParams, handler)
+
+
+def serve_completions(server: MCPServer[Any], handler: CompletionHandler) -> None:
+    """Answer `completion/complete` with `handler`, which sees the request: `MCPServer.completion()` gives its
+    handler none, and completing from the service needs the caller's credentials."""
+    lowlevel(server).add_request_handler("completion/complete", CompleteRequestParams, handler)

@@ -30,6 +30,7 @@ from .config import DEFAULT_TENANT_CALLS, ServerSettings
 from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
+from .prompts import add_prompts
 from .sdk_seams import drop_methods, serve_list_tools
 from .tools.callers import (
     CALL_SECONDS,
@@ -127,8 +128,9 @@ class AgentAutomationServer(MCPServer[ServerState]):
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing],
                          request_state_security=continuation_security(state_keys), extensions=[view])
-        # No prompts and no resource templates: not answered, not advertised. Its one resource is the runs view.
-        drop_methods(self, "prompts/", "resources/templates/")
+        # No resource templates: not answered, not advertised. Its one resource is the runs view.
+        drop_methods(self, "resources/templates/")
+        add_prompts(self, self._offered, self.shared)
         serve_list_tools(self, self._list_offered_tools)
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,

@@ -91,3 +91,16 @@ async def test_thirty_parallel_calls_with_the_servers_own_token_are_never_capped
         calls = await thirty_waiting_calls(client, run.structured_content["id"])
     refused = [call for call in calls if call.is_error]
     assert len(calls) == 30 and not refused, error_of(refused[0])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_prompts_over_http(http_server: HttpServer, mode: str) -> None:
+    async with Client(http_server.url, mode=mode) as client:
+        listed = [prompt.name for prompt in (await client.list_prompts()).prompts]
+        fetched = await client.get_prompt("explain_run_failure", {"agent_run_id": str(LONG_RUN)})
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt("explain_run_failure", {"agent_run_id": "-1"})
+    assert listed == ["delegate_task", "runs_status", "explain_run_failure", "pull_request_runs"]
+    assert f"get_agent_run with agent_run_id {LONG_RUN}" in fetched.messages[0].content.text
+    assert refused.value.error.code == -32602 and "agent_run_id" in refused.value.error.message

@@ -15,6 +15,7 @@ import pytest
 from harness import RATE_LIMITS, HttpServer, clean_env, error_of, tenant_client
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import PromptReference
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
@@ -377,3 +378,19 @@ async def test_calls_past_a_tenants_cap_wait_their_turn_and_finish_without_holdi
     assert all(not result.is_error for result in results.values()) and len(results) == 5
     # Alice's calls one at a time, in the order they came; Bob's whenever it is done (the cap is Alice's).
     assert [name for name in finished if name != "other"] == ["waiting", "queued-0", "queued-1", "queued-2"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_repository_completions_are_each_callers_own(remote: HttpServer, mode: str) -> None:
+    """A prompt's repository argument completes from the caller's own organisation, never another tenant's."""
+    completed: dict[str, set[str]] = {}
+    listed: dict[str, set[str]] = {}
+    for token in (ALICE, BOB):
+        async with tenant_client(remote.url, mode, authorization=f"Bearer {token}") as client:
+            result = await client.complete(PromptReference(name="delegate_task"), {"name": "repository", "value": ""})
+            completed[token] = set(result.completion.values)
+            repos = (await client.call_tool("list_repositories", {"limit": 100})).structured_content["repositories"]
+            listed[token] = {repo["full_name"] for repo in repos}
+    assert completed[ALICE] == listed[ALICE] and completed[BOB] == listed[BOB]
+    assert completed[ALICE] and not completed[ALICE] & completed[BOB]

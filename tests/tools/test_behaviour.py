@@ -12,7 +12,7 @@ from sandboxed import connected
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig
-from agent_automation_mcp.tools import logs, runs
+from agent_automation_mcp.tools import logs, run_scan, runs
 from catalogue import LONG_RUN, REPO_ID
 
 
@@ -185,8 +185,8 @@ async def test_runs_filtered_by_status_here_page_on_within_a_bound_and_say_so(mo
     sandbox's seeded runs are 409..401; only 404 ended in ERROR)."""
     async with connected() as (client, _):
         failed = (await client.call_tool("list_agent_runs", {"statuses": ["error", "FAILED"], "limit": 5}))
-        monkeypatch.setattr(runs, "FILTER_PAGE_SIZE", 2)
-        monkeypatch.setattr(runs, "MAX_SCANNED_RUNS", 4)
+        monkeypatch.setattr(runs, "SCAN_PAGE_SIZE", 2)
+        monkeypatch.setattr(run_scan, "MAX_SCANNED_RUNS", 4)
         bounded = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1})).structured_content
         onwards = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1,
                                                               "skip": bounded["next_skip"]})).structured_content

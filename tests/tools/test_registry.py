@@ -173,17 +173,16 @@ def test_compact_schema_keeps_meaning() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_only_what_is_served_is_advertised(mode: str) -> None:
-    """Tools and the one view resource: no prompts or templates behind empty lists, no notifications that never come."""
+    """Tools, prompts and the one view resource: no templates behind empty lists, no notifications that never come."""
     async with Client(build_server(ApiSettings(), ServerSettings()), mode=mode) as client:
         capabilities = client.server_capabilities
         assert capabilities.tools is not None and not capabilities.tools.list_changed
+        assert capabilities.prompts is not None and not capabilities.prompts.list_changed
         assert capabilities.resources is not None and not capabilities.resources.list_changed
-        assert capabilities.prompts is None
         assert [resource.uri for resource in (await client.list_resources()).resources] == [VIEW_URI]
-        for unserved in (client.list_prompts, client.list_resource_templates):
-            with pytest.raises(MCPError) as caught:
-                await unserved()
-            assert caught.value.error.code == -32601  # method not found
+        with pytest.raises(MCPError) as caught:
+            await client.list_resource_templates()
+        assert caught.value.error.code == -32601  # method not found
 
 
 def test_every_instructions_variant_reads_right_alone() -> None:

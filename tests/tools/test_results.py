@@ -73,7 +73,8 @@ async def test_a_pull_request_shows_both_ids_and_is_found_by_its_url_or_short_fo
     assert f"pull request pr_id {PR_ID} (GitHub #1)" in run.content[0].text
     assert by_url.structured_content["pr_id"] == by_short.structured_content["pr_id"] == PR_ID
     assert by_short.structured_content["number"] == 1 and by_short.structured_content["state"] == "draft"
-    assert by_short.content[0].text == (f"Pull request pr_id {PR_ID} (GitHub #1) is now draft; "
+    assert by_short.content[0].text == (f"Pull request pr_id {PR_ID} (GitHub #1) is now draft (the service does not "
+                                        "say what it was); "
                                         "its URL and title are in the result")
     assert edits == [f"/v1/organizations/{sandbox.org_id}/prs/{PR_ID}"] * 2
 

@@ -45,9 +45,9 @@ def test_the_runs_stopped_are_the_ones_the_answer_names(stopped: list[int], said
 
 @pytest.mark.parametrize(("response", "out", "said"), [
     ({"check_retry_count": 5, "ignored_checks": ["lint"]}, {"changed": ["check_retry_count"]},
-     "Repository 2: changed check_retry_count; already so (left as they were): ignored_checks"),
+     "Repository 2: changed check_retry_count 3 → 5; already so (left as they were): ignored_checks"),
     ({}, {"changed": [], "unconfirmed": ["check_retry_count"]},
-     "Repository 2: changed nothing; already so (left as they were): ignored_checks; sent check_retry_count, "
+     "Repository 2: changed nothing; already so (left as they were): ignored_checks; sent check_retry_count 3 → 5, "
      "accepted; the answer does not show the new values"),
     ({"check_retry_count": 3}, {"changed": [], "not_applied": ["check_retry_count"]},
      "Repository 2: changed nothing; already so (left as they were): ignored_checks; the service's answer shows "

@@ -31,6 +31,7 @@ class OAuthStatus(Output):
 
 class OAuthRevocation(Output):
     provider: str  # as the service spells it
+    active_before: int  # the user's active tokens for the provider before, as the status read first said
     revoked: int | None  # how many tokens the service says it revoked; null when it did not say
     response: dict[str, Any]
 
@@ -62,7 +63,8 @@ async def revoke_oauth_tokens(provider: Provider, ctx: Context,
     many tokens the service revoked."""
     require_confirmation(confirmed, "revoke_oauth_tokens")
     client = await client_for(ctx)
-    known = sorted({token.provider for token in await client.get_oauth_token_status() if token.provider})
+    tokens = await client.get_oauth_token_status()
+    known = sorted({token.provider for token in tokens if token.provider})
     spelled = next((name for name in known if name.casefold() == provider.casefold()), None)
     if spelled is None:  # sent as given, the service would match nothing and still answer 200
         raise InvalidRequestError(
@@ -70,12 +72,15 @@ async def revoke_oauth_tokens(provider: Provider, ctx: Context,
             f"known providers: {', '.join(known) or 'none'}", details={"providers": known},
             hint="Use one of the known providers (get_oauth_token_status lists them); nothing was revoked.",
             operation="revoke_oauth_tokens")
+    active = sum(1 for token in tokens if token.provider == spelled and token.is_active is not False)
     response = await client.revoke_oauth_tokens(spelled)
     count = reported(response, ("revoked", "revoked_count", "count"), int)
-    out = OAuthRevocation(provider=spelled, revoked=count, response=response)
+    out = OAuthRevocation(provider=spelled, active_before=active, revoked=count, response=response)
+    before = f"{active} active before"
     if count is None:
-        return ok(out, f"The service accepted revoking the user's {provider} OAuth tokens but did not say how many "
-                       "it revoked")
+        return ok(out, f"The service accepted revoking the user's {provider} OAuth tokens ({before}) but did not say "
+                       "how many it revoked")
     if count == 0:
-        return ok(out, f"Revoked none: the service found no active {provider} OAuth token of the user's to revoke")
-    return ok(out, f"Revoked {count} of the user's {provider} OAuth token{'s' if count > 1 else ''}")
+        return ok(out, f"Revoked none: the service found no active {provider} OAuth token of the user's to revoke "
+                       f"({before})")
+    return ok(out, f"Revoked {count} of the user's {provider} OAuth token{'s' if count > 1 else ''} ({before})")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from typing import Annotated, Final
 
 from mcp.server.mcpserver import Context, Resolve
@@ -11,23 +11,20 @@ from pydantic import Field
 
 from ..api.client import AgentAutomationClient
 from ..api.errors import InvalidRequestError, NotFoundError
-from ..api.models import github_pull_request
+from ..api.models import AgentRun, github_pull_request
 from ..api.params import Id, PullRequestState
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
 from .declarations import Toolset
 from .results import Output, label, ok
+from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
 
 toolset = Toolset("pulls", "Open, close, draft or ready a pull request an agent run made.")
 
-MAX_RUNS_SEARCHED: Final = 500  # a pr_url is looked up among the pull requests of the newest runs
+MAX_REPOSITORIES_SEARCHED: Final = 500  # a repo_id's name is looked up among the organisation's first repositories
 PAGE_SIZE: Final = 100
 PR_ID_HINT: Final = ("pr_id is the service's own id (pr_id in pull_requests of get_agent_run or list_agent_runs), not "
                      "the GitHub number; or pass pr_url, or number with repo_id.")
-_SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
-
-PullRequestUrl = Annotated[str, Field(max_length=300, pattern=r"^(https?://\S+/pull/\d+\S*|[\w.-]+/[\w.-]+#\d+)$",
-                                      description="Instead of pr_id: its GitHub URL or owner/repo#number.")]
 
 
 class PullRequestChange(Output):
@@ -38,9 +35,9 @@ class PullRequestChange(Output):
     title: str | None = None
 
 
-def _edit_question(state: str, ctx: Context, pr_id: int | None = None, pr_url: str | None = None,
+def _edit_question(state: str, ctx: Context, pr_id: int | None = None, pr_url: PullRequestName | None = None,
                    number: int | None = None, repo_id: int | None = None) -> Question:
-    which = (f"pull request {pr_id} (the service's id)" if pr_id is not None else f"the pull request {pr_url}"
+    which = (f"pull request {pr_id} (the service's id)" if pr_id is not None else f"pull request {pr_url}"
              if pr_url is not None else f"pull request #{number} of repository {repo_id}")
     return ask(ctx, f"Set {which} to {state.replace('_', ' ')}.")
 
@@ -51,7 +48,8 @@ async def edit_pull_request(
     state: Annotated[PullRequestState, Field(description="The state to move it to.")], ctx: Context,
     confirmed: Annotated[Answer, Resolve(_edit_question)],
     pr_id: Annotated[Id | None, Field(description="The service's id, not the GitHub number.")] = None,
-    pr_url: PullRequestUrl | None = None,
+    pr_url: Annotated[PullRequestArg | None, Field(
+        description="Instead of pr_id: its GitHub URL or owner/repo#number.")] = None,
     number: Annotated[Id | None, Field(description="Instead of pr_id: GitHub's number, with repo_id.")] = None,
     repo_id: Annotated[Id | None, Field(description="Repository id (list_repositories).")] = None,
 ) -> Annotated[CallToolResult, PullRequestChange]:
@@ -66,8 +64,8 @@ async def edit_pull_request(
     if pr_id is None:
         if pr_url is None:
             assert number is not None and repo_id is not None
-            pr_url = f"{await _repository_name(client, repo_id)}#{number}"
-        pr_id = await _find_pr_id(client, pr_url)
+            pr_url = PullRequestName(repository=(await _repository_name(client, repo_id)).lower(), number=number)
+        pr_id = pr_url.pr_id or await _find_pr_id(client, pr_url)
     try:
         edit = await client.edit_pull_request(pr_id, state, repo_id)
     except NotFoundError as exc:
@@ -76,15 +74,15 @@ async def edit_pull_request(
     number = edit.number or (github_pull_request(edit.url)[1] if edit.url else None)
     out = PullRequestChange(pr_id=pr_id, state=edit.state, url=edit.url, number=number, title=edit.title)
     github = f" (GitHub #{number})" if number else ""
-    now = (f"is now {label(out.state)}" if out.state else
-           f"was accepted for {state}; the service's answer does not say its state now")
+    now = (f"is now {label(out.state)} (the service does not say what it was)" if out.state else
+           f"was accepted for {state}; the service's answer does not say its state now, nor before")
     return ok(out, f"Pull request pr_id {pr_id}{github} {now}; its URL and title are in the result")
 
 
 async def _repository_name(client: AgentAutomationClient, repo_id: int) -> str:
     """A repository's owner/name, from the organisation's repository list (the service has no single read)."""
     searched = 0
-    while searched < MAX_RUNS_SEARCHED:
+    while searched < MAX_REPOSITORIES_SEARCHED:
         page = await client.list_repositories(skip=searched, limit=PAGE_SIZE)
         for repo in page.items:
             if repo.id == repo_id and repo.full_name:
@@ -96,27 +94,34 @@ async def _repository_name(client: AgentAutomationClient, repo_id: int) -> str:
                         operation="edit_pull_request", hint="Call list_repositories for the ids.")
 
 
-async def _find_pr_id(client: AgentAutomationClient, pr_url: str) -> int:
+@dataclass
+class _FirstPullRequest:
+    """Takes runs until one made the pull request: its pr_id."""
+
+    wanted: PullRequestName
+    pr_id: int | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.pr_id is not None
+
+    def take(self, items: list[AgentRun]) -> int:
+        for consumed, run in enumerate(items):
+            if (pr := self.wanted.found_in(run)) is not None:
+                self.pr_id = pr.id
+                return consumed + 1
+        return len(items)
+
+
+async def _find_pr_id(client: AgentAutomationClient, wanted: PullRequestName) -> int:
     """The service's id of a GitHub pull request, from the runs that made it (the service lists no pull requests)."""
-    short = _SHORT_FORM.match(pr_url)
-    repository, number = (short.group(1), int(short.group(2))) if short else github_pull_request(pr_url)
-    if repository is None:
-        raise InvalidRequestError(f"edit_pull_request: {pr_url!r} is not a pull request's URL "
-                                  "(https://github.com/owner/repo/pull/7) or owner/repo#7",
-                                  operation="edit_pull_request")
-    wanted = (repository.lower(), number)
-    searched = 0
-    while searched < MAX_RUNS_SEARCHED:
-        page = await client.list_agent_runs(skip=searched, limit=PAGE_SIZE)
-        for run in page.items:
-            for pr in run.github_pull_requests or ():
-                repo, found = github_pull_request(pr.url) if pr.url else (None, None)
-                if repo is not None and (repo.lower(), found) == wanted:
-                    return pr.id
-        searched += len(page.items)
-        if len(page.items) < PAGE_SIZE or (page.total is not None and searched >= page.total):
-            break
+    found = _FirstPullRequest(wanted)
+    scan = await scan_runs(client, found, skip=0, page_size=SCAN_PAGE_SIZE, filtering=True)
+    if found.pr_id is not None:
+        return found.pr_id
+    if scan.failed is not None:
+        raise scan.failed
     raise NotFoundError(
-        f"edit_pull_request: none of the newest {searched} agent runs made the pull request {pr_url}",
+        f"edit_pull_request: none of the agent runs read made the pull request {wanted} ({scan.how_far()})",
         operation="edit_pull_request",
         hint="Only pull requests made by agent runs can be found this way; pass its pr_id if you have it.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Final
 
 import anyio
@@ -25,10 +26,10 @@ from .results import (
     Timestamp,
     instant,
     label,
-    next_skip,
     ok,
     trim_text,
 )
+from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
 
 toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
 
@@ -36,6 +37,7 @@ WEB_APP_URL: Final = "https://codegen.com"
 MAX_WAIT_SECONDS: Final = 50
 WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answers within ~54 s
 POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
+RESUME_GAP_SECONDS: Final = 60  # a start seen this long after created_at is a resume, not the run's creation
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
                                    description="Wait up to this many seconds for the run to finish."),
@@ -55,8 +57,6 @@ STATUS_WORDS: Final = {
     **dict.fromkeys(("stopped", "cancelled", "canceled"), _STOPPED),
     "finished": _DONE + _FAILED + _STOPPED,
 }
-MAX_SCANNED_RUNS: Final = 500  # the service has no status filter: ours reads at most this many runs per call
-FILTER_PAGE_SIZE: Final = 100  # in pages this large
 
 
 class PullRequestRef(Output):
@@ -73,7 +73,8 @@ class Run(Output):
     id: int
     status: str | None = None
     is_terminal: bool
-    elapsed_seconds: int | None = None  # since created_at by this server's clock, while the run is not finished
+    # Since created_at by this server's clock, while the run is not finished: a resumed run's age, not its work time.
+    elapsed_seconds: int | None = None
     web_url: str
     created_at: Timestamp = None
     result: str | None = None
@@ -92,16 +93,32 @@ class Run(Output):
             pull_requests=[PullRequestRef.of(pr) for pr in prs],
         )
 
-    def describe(self) -> str:
+    def describe(self, since: datetime | None = None) -> str:
+        """One line on the run; `since`: when this server saw the run start or resume (see `elapsed_phrase`)."""
         prs = "".join(f"; pull request pr_id {pr.pr_id}" + (f" (GitHub #{pr.number})" if pr.number else "")
                       for pr in self.pull_requests)
         if self.is_terminal:
             finished = " (finished)"
-        elif self.elapsed_seconds is not None:
-            finished = f", going for {duration(self.elapsed_seconds)} (server clock)"
+        elif (phrase := elapsed_phrase(self.created_at, since)) is not None:
+            finished = f", {phrase}"
         else:
             finished = ""
         return f"Run {self.id} is {label(self.status, 'of unknown status')}{finished}{prs}; web_url in the result"
+
+
+def elapsed_phrase(created_at: str | None, since: datetime | None = None) -> str | None:
+    """How long an unfinished run has gone on, in words that cannot mislead. From `since` when this server knows
+    when the run started or resumed (a resume it made, a task it follows); otherwise worded as the time since the
+    run was created, which for a finished run resumed later is its age, not how long it has worked: the service
+    reports no resume time. None when neither instant is known."""
+    created = instant(created_at)
+    if since is not None:
+        went = duration(max(0, int(time.time() - since.timestamp())))
+        if created is None or since.timestamp() - created.timestamp() > RESUME_GAP_SECONDS:
+            return f"resumed {went} ago"
+        return f"going for {went}"
+    age = elapsed_since(created_at)
+    return None if age is None else f"created {duration(age)} ago (server clock)"
 
 
 def elapsed_since(created_at: str | None) -> int | None:
@@ -112,12 +129,14 @@ def elapsed_since(created_at: str | None) -> int | None:
 
 
 def duration(seconds: int) -> str:
-    """`42 s`, `5 min 3 s`, `2 h 7 min`: what a person reads."""
+    """`42 s`, `5 min 3 s`, `2 h 7 min`, `520 d 21 h`: what a person reads."""
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    if seconds < 86_400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86_400} d {seconds % 86_400 // 3600} h"
 
 
 def wanted_statuses(asked: list[str] | None) -> set[str]:
@@ -136,7 +155,7 @@ class WaitedRun(Run):
 
 class RunList(Output):
     runs: list[Run]
-    total: int | None = None  # of the service's list (before a status filter)
+    total: int | None = None  # of the service's list (before a filter of ours)
     next_skip: int | None = None
     note: str | None = None
 
@@ -169,7 +188,7 @@ async def create_agent_run(
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
     """Get an agent run's status, result and pull requests (the service does not report a pull request's
-    state, e.g. draft). elapsed_seconds: how long an unfinished run has gone on, by this server's clock.
+    state, e.g. draft). elapsed_seconds: an unfinished run's age by this server's clock (not since a resume).
     wait_seconds > 0 polls until the run finishes or the wait ends; is_terminal tells which."""
     client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
     started = time.monotonic()
@@ -200,55 +219,48 @@ async def list_agent_runs(
     source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
         "Service values ACTIVE, PENDING, COMPLETE, ERROR, FAILED, STOPPED, CANCELLED, or words: running, "
-        f"failed, done, finished, stopped (any case). Filtered here over ≤{MAX_SCANNED_RUNS} runs."))] = None,
+        "failed, done, finished, stopped (any case)."))] = None,
+    pull_request: Annotated[PullRequestArg | None, Field(
+        description="Only runs that made it: URL, owner/repo#7 or pr_id.")] = None,
 ) -> Annotated[CallToolResult, RunList]:
     """List the organisation's agent runs, newest first, optionally filtered. Runs do not say who started
-    them."""
+    them. statuses and pull_request are filtered here, over ≤500 runs a call (note says how far)."""
     client = await client_for(ctx)
     wanted = wanted_statuses(statuses)
-    taken = RunsTaken(_max_chars(ctx), limit, wanted)
-    position: int | None = skip
-    page_size = FILTER_PAGE_SIZE if wanted else limit
-    while position is not None:
-        try:
-            page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=position,
-                                                limit=page_size)
-        except ApiError as exc:
-            if position == skip:
-                raise
-            taken.note = f"stopped early ({exc.kind}): continue from next_skip"
-            break
-        taken.total = page.total
-        consumed = taken.take(page.items)
-        last_page = next_skip(position, len(page.items), page_size, page.total) is None
-        position = None if consumed == len(page.items) and last_page else position + consumed
-        if consumed < len(page.items) or taken.full or not wanted:
-            break
-        if position is not None and position - skip >= MAX_SCANNED_RUNS:
-            taken.note = (f"read {position - skip} runs without finding {limit} in {', '.join(sorted(wanted))} "
-                          "(the status filter is applied here): continue from next_skip")
-            break
+    filtering = bool(wanted) or pull_request is not None
+    taken = RunsTaken(_max_chars(ctx), limit, wanted, pull_request)
+    scan = await scan_runs(client, taken, skip=skip, page_size=SCAN_PAGE_SIZE if filtering else limit,
+                           filtering=filtering, user_id=user_id, source_type=source_type)
+    which = " and ".join([*([f"in {', '.join(sorted(wanted))}"] if wanted else []),
+                          *([f"of pull request {pull_request}"] if pull_request else [])])
+    notes = [taken.note] if taken.note else []
+    if scan.failed is not None:
+        notes.append(f"stopped early ({scan.failed.kind}): continue from next_skip")
+    if filtering:
+        notes.append(scan.how_far())
     if wanted and not taken.runs and taken.seen:
         have = ", ".join(f"{status} {count}" for status, count in taken.seen.most_common())
-        none = f"none of the {taken.seen.total()} runs read is in {', '.join(sorted(wanted))}; they are: {have}"
-        taken.note = f"{none}; {taken.note}" if taken.note else none
-    out = RunList(runs=taken.runs, total=taken.total, next_skip=position, note=taken.note)
-    which = f" in {', '.join(sorted(wanted))}" if wanted else ""
-    return ok(out, f"{len(out.runs)} runs{which} (of {out.total if out.total is not None else 'unknown'} in total)"
+        notes.insert(0, f"none of the {taken.seen.total()} runs read is in {', '.join(sorted(wanted))}; they are: "
+                        f"{have}")
+    out = RunList(runs=taken.runs, total=scan.total, next_skip=scan.position,
+                  note="; ".join(notes) or None)
+    return ok(out, f"{len(out.runs)} runs{f' {which}' if which else ''} (of "
+                   f"{out.total if out.total is not None else 'unknown'} in total)"
                    f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
                    f"{f'; {out.note}' if out.note else ''}")
 
 
 @dataclass
 class RunsTaken:
-    """The runs a list call returns: at most `limit`, only `wanted` statuses, within PAGE_ITEMS_CHARS."""
+    """The runs a list call returns: at most `limit`, only `wanted` statuses and runs of `pull_request`, within
+    PAGE_ITEMS_CHARS."""
 
     max_chars: int
     limit: int
     wanted: set[str]
+    pull_request: PullRequestName | None = None
     runs: list[Run] = field(default_factory=list)
     size: int = 0
-    total: int | None = None
     note: str | None = None
     seen: Counter[str] = field(default_factory=Counter)  # the statuses of the runs read
 
@@ -258,12 +270,14 @@ class RunsTaken:
 
     def take(self, items: list[AgentRun]) -> int:
         """Consume `items` in order until the count or the size budget is reached; return how many were consumed
-        (a run left out by the status filter is consumed too)."""
+        (a run left out by a filter is consumed too)."""
         for consumed, item in enumerate(items):
             if self.full:
                 return consumed
             self.seen[label(item.status)] += 1
             if self.wanted and (item.status or "").upper() not in self.wanted:
+                continue
+            if self.pull_request is not None and self.pull_request.found_in(item) is None:
                 continue
             run = Run.of(item, self.max_chars)
             size = len(run.model_dump_json())
@@ -281,5 +295,6 @@ async def resume_agent_run(agent_run_id: Id, prompt: Prompt, ctx: Context,
     """Send a follow-up instruction to an existing agent run (e.g. to fix review comments or continue after
     it finished). Follow it with get_agent_run."""
     client = await client_for(ctx)
+    resumed_at = datetime.now(UTC)
     run = Run.of(await client.resume_agent_run(agent_run_id, prompt, model=model), _max_chars(ctx))
-    return ok(run, f"Resumed: {run.describe()}")
+    return ok(run, f"Resumed: {run.describe(since=resumed_at)}")

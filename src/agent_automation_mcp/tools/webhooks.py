@@ -23,7 +23,18 @@ class WebhookChange(Output):
     url: str | None = None
     has_secret: bool | None = None  # after the change, as the service reports it; null when it does not say
     secret_removed: bool = False  # a signing secret was set before and is not now: deliveries go unsigned
+    previous: WebhookConfig  # the webhook as it was before the change
     response: dict[str, Any]
+
+
+def _was(previous: WebhookConfig, url: str | None = None) -> str:
+    """The webhook before a change, in our words (its URL is another's text: the result holds it)."""
+    if not previous.url:
+        return "no webhook was set"
+    where = "the same URL" if previous.url == url else "a URL (previous.url in the result)"
+    state = "enabled" if previous.enabled else "paused" if previous.enabled is False else "state not given"
+    signing = ", signed" if previous.has_secret else ", unsigned" if previous.has_secret is False else ""
+    return f"it was {where}, {state}{signing}"
 
 
 @toolset.tool("Get webhook", "get_webhook")
@@ -44,35 +55,38 @@ async def set_webhook(
     so one set before cannot be kept: without secret it is removed and deliveries go unsigned (the result
     says so)."""
     client = await client_for(ctx)
-    had_secret = (await client.get_webhook()).has_secret
+    previous = await client.get_webhook()
+    had_secret = previous.has_secret
     response = await client.set_webhook(url, secret, enabled)
     has_secret = reported(response, ("has_secret",), bool)
     if has_secret is None:  # the contract leaves the answer unspecified: read what is set now
         has_secret = (await client.get_webhook()).has_secret
     removed = bool(had_secret) and has_secret is False
-    out = WebhookChange(action="set", url=url, has_secret=has_secret, secret_removed=removed, response=response)
+    out = WebhookChange(action="set", url=url, has_secret=has_secret, secret_removed=removed, previous=previous,
+                        response=response)
     signing = ("; its signing secret was REMOVED: deliveries are now unsigned (pass secret to sign them)" if removed
                else "; deliveries are signed" if has_secret else "; deliveries are unsigned" if has_secret is False
                else "; the service did not say whether deliveries are signed")
-    return ok(out, f"Webhook set to {url}{'' if enabled else ' (paused)'}{signing}")
+    return ok(out, f"Webhook set to {url}{'' if enabled else ' (paused)'}{signing} ({_was(previous, url)})")
 
 
 def _delete_question(ctx: Context) -> Question:
     return ask(ctx, "Delete the organisation's agent-run completion webhook: no deliveries until one is set again.")
 
 
-@toolset.tool("Delete webhook", "delete_webhook")
+@toolset.tool("Delete webhook", "get_webhook", "delete_webhook")
 async def delete_webhook(ctx: Context, confirmed: Annotated[Answer, Resolve(_delete_question)]) -> Annotated[
         CallToolResult, WebhookChange]:
     """Remove the organisation's agent-run completion webhook (URL and secret). Only on the user's explicit
     request."""
     require_confirmation(confirmed, "delete_webhook")
-    response = await (await client_for(ctx)).delete_webhook()
+    client = await client_for(ctx)
+    previous = await client.get_webhook()
+    response = await client.delete_webhook()
+    out = WebhookChange(action="deleted", previous=previous, response=response)
     if reported(response, ("success",), bool) is False:
-        return ok(WebhookChange(action="deleted", response=response),
-                  "Not deleted: the service reports failure (its answer is in response)")
-    return ok(WebhookChange(action="deleted", response=response),
-              "The service accepted deleting the webhook (URL and secret)")
+        return ok(out, "Not deleted: the service reports failure (its answer is in response)")
+    return ok(out, f"The service accepted deleting the webhook (URL and secret; {_was(previous)})")
 
 
 class WebhookTest(Output):

@@ -1,0 +1,127 @@
+"""Reading the organisation's runs page by page for what the service cannot filter on (a status, a pull request),
+within a bound per call, and saying how far the reading went; and a pull request as people name it.
+
+The service lists no pull requests and filters runs by neither: the only way from a pull request to its runs (or
+to its pr_id) is through the runs, newest first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Protocol
+
+from pydantic import PlainValidator, WithJsonSchema
+
+from ..api.client import AgentAutomationClient
+from ..api.errors import ApiError
+from ..api.models import AgentRun, PullRequest, github_pull_request
+from ..api.params import SourceType
+from .results import next_skip
+
+MAX_SCANNED_RUNS: Final = 500  # runs read per call at most, when this server filters
+SCAN_PAGE_SIZE: Final = 100  # in pages this large
+_SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
+_PR_ID = re.compile(r"^\d{1,12}$")
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequestName:
+    """A pull request as a person names it: the service's pr_id, or a repository and GitHub's number."""
+
+    pr_id: int | None = None
+    repository: str | None = None  # owner/repo, lower case
+    number: int | None = None
+
+    def __str__(self) -> str:
+        return f"pr_id {self.pr_id}" if self.pr_id is not None else f"{self.repository}#{self.number}"
+
+    def found_in(self, run: AgentRun) -> PullRequest | None:
+        """The run's pull request that this names, if the run made it."""
+        for pr in run.github_pull_requests or ():
+            if self.pr_id is not None:
+                if pr.id == self.pr_id:
+                    return pr
+                continue
+            repository, number = github_pull_request(pr.url) if pr.url else (None, None)
+            if repository is not None and (repository.lower(), number) == (self.repository, self.number):
+                return pr
+        return None
+
+
+def pull_request_name(given: Any) -> PullRequestName:
+    """`https://github.com/owner/repo/pull/7`, `owner/repo#7` or a pr_id (`301`, as a number or text)."""
+    text = str(given).strip() if isinstance(given, int | str) and not isinstance(given, bool) else ""
+    if _PR_ID.match(text) and int(text) > 0:
+        return PullRequestName(pr_id=int(text))
+    short = _SHORT_FORM.match(text)
+    repository, number = (short.group(1), int(short.group(2))) if short else github_pull_request(text)
+    if repository is None or number is None:
+        raise ValueError(f"{text[:80]!r} names no pull request: give its URL (https://github.com/owner/repo/pull/7), "
+                         "owner/repo#7 or its pr_id")
+    return PullRequestName(repository=repository.lower(), number=number)
+
+
+# An argument naming a pull request: a string in the schema, read into a PullRequestName (a pr_id may come as a number).
+PullRequestArg = Annotated[PullRequestName, PlainValidator(pull_request_name),
+                           WithJsonSchema({"type": "string", "maxLength": 300})]
+
+
+class RunTaker(Protocol):
+    """What a scan gives each page to: it keeps the runs it wants until it has enough."""
+
+    @property
+    def full(self) -> bool: ...
+
+    def take(self, items: list[AgentRun]) -> int:
+        """How many of `items` were consumed, in order (fewer than all: it is full)."""
+        ...
+
+
+@dataclass
+class RunScan:
+    """Where a scan ended: `position` is the next_skip to go on from (None once the oldest run was read)."""
+
+    skip: int
+    position: int | None
+    pages: int = 0
+    read: int = 0
+    total: int | None = None
+    failed: ApiError | None = None  # a later page failed: the scan answers with what it read
+
+    def how_far(self) -> str:
+        """The search in words, for a note or a message."""
+        ended = ("to the oldest run" if self.position is None
+                 else "not to the oldest run: continue from next_skip")
+        pages = f"{self.pages} page{'' if self.pages == 1 else 's'}"
+        return f"read {self.read} runs in {pages} from skip {self.skip}, {ended}"
+
+
+async def scan_runs(client: AgentAutomationClient, taker: RunTaker, *, skip: int,
+                    page_size: int, filtering: bool, user_id: int | None = None,
+                    source_type: SourceType | None = None) -> RunScan:
+    """Read runs from `skip`, newest first, giving each page to `taker`. Without `filtering`, one page; with it, pages
+    on until the taker is full, the oldest run is read, or MAX_SCANNED_RUNS. A failure on the first page is raised;
+    on a later one, kept in `failed`."""
+    scan = RunScan(skip=skip, position=skip)
+    while scan.position is not None:
+        position = scan.position
+        try:
+            page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=position,
+                                                limit=page_size)
+        except ApiError as exc:
+            if position == skip:
+                raise
+            scan.failed = exc
+            break
+        scan.pages += 1
+        scan.total = page.total
+        consumed = taker.take(page.items)
+        scan.read += consumed
+        last_page = next_skip(position, len(page.items), page_size, page.total) is None
+        scan.position = None if consumed == len(page.items) and last_page else position + consumed
+        if consumed < len(page.items) or taker.full or not filtering:
+            break
+        if scan.position is not None and scan.position - skip >= MAX_SCANNED_RUNS:
+            break
+    return scan
