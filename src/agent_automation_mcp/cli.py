@@ -211,6 +211,9 @@ def serve(args: argparse.Namespace) -> int:
 
             policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
             parse_proxies(remote.trusted_proxies)
+            if auth != "env" and not remote.allowed_orgs and not is_loopback(args.host):
+                say("warning: AGENT_AUTOMATION_ALLOWED_ORGS is not set: every Codegen user whose token reaches this "
+                    "server is served (unsafe on the open Internet; docs/remote.md)", logging.WARNING)
         if auth == "oauth":
             from .remote.oauth import SignIn
 

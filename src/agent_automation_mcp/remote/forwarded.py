@@ -7,9 +7,10 @@ first entry that is not itself a trusted proxy is the client. Entries further le
 and never count.
 
 A proxy that is trusted but passes the header on untouched would let every client pick its address. It shows
-itself: every request through it that the client sent without the header arrives without one (a proxy that sets
-or appends always sends one). From then on this replica believes nothing that proxy forwards (its clients share
-the proxy's own address, so one budget: never more than the budgets allow) and logs an error naming the fix.
+itself: a request the client sent without the header arrives without one (a proxy that sets or appends always
+sends one; the probes of `PROBES`, which balancers and the kubelet send as themselves, do not count). From then
+on this replica believes nothing that proxy forwards (its clients share the proxy's own address, so one budget:
+never more than the budgets allow) and logs an error naming the fix.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 FORWARDED_FOR: Final = b"x-forwarded-for"
 MAX_ENTRIES: Final = 32  # a longer list is read from its right end only
+PROBES: Final = frozenset({"/healthz", "/readyz", "/metrics"})  # asked by a balancer or the kubelet as itself
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -76,6 +78,8 @@ class ForwardedFor:
             return
         values = [value.decode("latin-1") for name, value in scope["headers"] if name == FORWARDED_FOR]
         if not values:
+            if scope["path"] in PROBES:
+                return
             self.unfaithful.add(peer[0])
             logger.error("the trusted proxy %s sent a request without X-Forwarded-For: it does not set the header, so "
                          "a client could choose its own address. Its clients now share its address here; make it "

@@ -4,8 +4,8 @@ Metadata Documents, fetched by `documents.py`).
 A registration that never leads to a sign-in expires within the hour, so a flood of registrations leaves
 nothing behind; one that does is kept while it keeps signing in. Each is at most `MAX_CLIENT_BYTES` as stored,
 and their number is bounded per address and in total (`register` budget, `signin.py`), so what strangers can make
-Redis hold is bounded too (60 a minute by default: at most 3,600 pending, under 30 MB). A client secret, when a client asks for
-one, is stored only as its hash.
+Redis hold is bounded too (60 a minute by default: at most 3,600 pending, under 30 MB). A client secret, when a
+client asks for one, is stored only as its hash.
 """
 
 from __future__ import annotations
