@@ -84,7 +84,7 @@ class ForwardedFor:
             logger.error("the trusted proxy %s sent a request without X-Forwarded-For: it does not set the header, so "
                          "a client could choose its own address. Its clients now share its address here; make it "
                          "set X-Forwarded-For (manifests/haproxy/haproxy.cfg does) or stop trusting it "
-                         "(AGENT_AUTOMATION_TRUSTED_PROXIES)", peer[0])
+                         "(AGENT_AUTOMATION_TRUSTED_PROXIES)", peer[0], extra={"event": "proxy_not_forwarding"})
             return
         entries = ",".join(values).split(",")[-MAX_ENTRIES:]
         client = peer[0]
