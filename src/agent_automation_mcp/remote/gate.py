@@ -162,7 +162,7 @@ class McpGate:
             return 401, error_body("unauthorized", 401, "the service refused this API token (invalid or revoked)",
                                    "Create a new token at https://codegen.com/token and send it as "
                                    "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
-        return served_organization(scope, headers, verdict, self.verdicts.organizations)
+        return served_organization(scope, headers, verdict.served, self.verdicts.organizations)
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:

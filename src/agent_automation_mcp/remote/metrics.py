@@ -56,7 +56,7 @@ class Metrics:
         self.oauth_requests = Counter(
             "agent_automation_oauth_requests",
             "Requests to the sign-in endpoints (authorize, consent, token, register, revoke, metadata), by HTTP status "
-            "and reason (ok, or why it was refused: rate_limited, invalid_grant, invalid_client, org_not_allowed, "
+            "and reason (ok, or why it was refused: rate_limited, invalid_grant, invalid_client, expired, "
             "too_large...).", ("endpoint", "status", "reason"), registry=self.registry)
         self.redis_up = Gauge("agent_automation_redis_up",
                               "1 while the shared pacing store answers, 0 when it does not or none is configured.",

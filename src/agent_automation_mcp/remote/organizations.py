@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from starlette.datastructures import Headers
 from starlette.types import Scope
@@ -19,9 +19,6 @@ from starlette.types import Scope
 from ..headers import ORGANIZATION, organization_id
 from .access import note_reason
 from .refusals import Refused, error_body
-
-if TYPE_CHECKING:
-    from .verdicts import Verdict
 
 ORG_NOT_ALLOWED: Final = "org_not_allowed"
 
@@ -56,18 +53,19 @@ class AllowedOrganizations:
                 "them. Use a token of the company's organisation (ask the server's operator which).")
 
 
-def served_organization(scope: Scope, headers: Headers, verdict: Verdict,
+def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] | None,
                         organizations: AllowedOrganizations) -> Refused | None:
-    """With an allowed list: refuse a token that sees none of its organisations, or a request naming another one
-    (403, `org_not_allowed`); a request naming none goes on in the token's one served organisation, if it has one."""
-    if verdict.served is None:
+    """With an allowed list (`served`: the listed organisations the token sees; None without a list): refuse a token
+    that sees none of them, or a request naming another one (403, `org_not_allowed`); a request naming none goes on
+    in the token's one served organisation, if it has one."""
+    if served is None:
         return None
     named = organization_id(headers)
-    if not verdict.served or (named is not None and named not in verdict.served):
+    if not served or (named is not None and named not in served):
         note_reason(ORG_NOT_ALLOWED)
-        message = ("this API token belongs to none of the organisations this server serves" if not verdict.served
+        message = ("this API token belongs to none of the organisations this server serves" if not served
                    else f"this server does not serve organisation {named}")
         return 403, error_body("forbidden", 403, message, organizations.refusal), {}
-    if named is None and len(verdict.served) == 1:
-        scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(verdict.served[0]).encode())]
+    if named is None and len(served) == 1:
+        scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(served[0]).encode())]
     return None

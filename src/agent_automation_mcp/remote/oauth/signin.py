@@ -116,7 +116,7 @@ class SignIn:
         except StoreUnavailable:
             return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
         scope["headers"] = _as_caller(scope["headers"], signed_in)
-        return served_organization(scope, Headers(scope=scope), verdict, verdicts.organizations)
+        return served_organization(scope, Headers(scope=scope), verdict.served, verdicts.organizations)
 
     async def close(self) -> None:
         await self.store.close()
