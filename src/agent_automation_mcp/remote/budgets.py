@@ -28,6 +28,7 @@ from ..caching import KEY_PREFIX, SharedStore
 
 WINDOW_SECONDS: Final = 60.0
 TOTAL: Final = "total"
+LOCAL_LOGS: Final = 10_000  # in memory, past this many logs those that hold nothing in the window are dropped
 
 # KEYS: the address's log, then the total's log when the purpose has one. ARGV: window µs, then each key's limit.
 # Each log is a list of instants (Redis' clock, µs), newest first, at most its limit long: a request is allowed
@@ -116,12 +117,7 @@ class AddressBudgets:
             raise OverBudget(budget.purpose, wait)
         for key, limit in limits.items():
             self._logs.setdefault(key, deque(maxlen=limit)).append(now)
-        if len(self._logs) > self._most_logs():  # logs whose last request left the window hold nothing
-            for key in [key for key, log in self._logs.items() if log[-1] + self._longest_window() <= now]:
+        if len(self._logs) > LOCAL_LOGS:  # logs whose last request left the window hold nothing
+            longest = max(budget.window for budget in self.budgets.values())
+            for key in [key for key, log in self._logs.items() if log[-1] + longest <= now]:
                 del self._logs[key]
-
-    def _most_logs(self) -> int:
-        return 2 * sum(budget.total or 10_000 for budget in self.budgets.values())
-
-    def _longest_window(self) -> float:
-        return max(budget.window for budget in self.budgets.values())
