@@ -24,6 +24,7 @@ from .config import (
     ServerSettings,
     parse_auth,
     parse_list,
+    parse_org_ids,
     parse_port,
 )
 from .logs import TenantIds, configure, say, use_tenant_ids
@@ -98,6 +99,10 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
                         help="HTTP: a proxy (address or network) whose X-Forwarded-For names the client, as a "
                              "balancer in front of the replicas; repeatable (default: none, the socket's peer is "
                              "the client; env AGENT_AUTOMATION_TRUSTED_PROXIES, comma-separated)")
+    parser.add_argument("--allowed-org", action="append", default=None, metavar="ORG_ID",
+                        help="HTTP: serve only tokens of this Codegen organisation (others get 403, and a request "
+                             "naming another organisation too); repeatable (default: every organisation, unsafe on "
+                             "the open Internet; env AGENT_AUTOMATION_ALLOWED_ORGS, comma-separated)")
     parser.add_argument("--shutdown-grace", type=_seconds,
                         help="HTTP: on SIGTERM, seconds to let calls in flight finish (default 60; "
                              "env AGENT_AUTOMATION_SHUTDOWN_GRACE)")
@@ -170,7 +175,8 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
              "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin)),
              "token_checks_per_address": args.token_checks_per_address,
              "token_checks_total": args.token_checks_total,
-             "trusted_proxies": args.trusted_proxy and parse_list(",".join(args.trusted_proxy))}
+             "trusted_proxies": args.trusted_proxy and parse_list(",".join(args.trusted_proxy)),
+             "allowed_orgs": args.allowed_org and parse_org_ids(",".join(args.allowed_org))}
     remote = dataclasses.replace(remote, **{name: value for name, value in flags.items() if value is not None})
     return api, server, remote
 
@@ -200,9 +206,14 @@ def serve(args: argparse.Namespace) -> int:
             raise ValueError(f"the metrics port must differ from --port ({args.port}): /metrics is served apart")
         policy = None
         if args.transport == "http":
+            from .remote.forwarded import parse_proxies
             from .remote.hosts import HostPolicy
 
             policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
+            parse_proxies(remote.trusted_proxies)
+            if auth != "env" and not remote.allowed_orgs and not is_loopback(args.host):
+                say("warning: AGENT_AUTOMATION_ALLOWED_ORGS is not set: every Codegen user whose token reaches this "
+                    "server is served (unsafe on the open Internet; docs/remote.md)", logging.WARNING)
         if auth == "oauth":
             from .remote.oauth import SignIn
 

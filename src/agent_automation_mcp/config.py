@@ -49,11 +49,11 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # its answer; tests/remote/test_drain.py holds this, the Deployment's grace and the call budgets together.
 DEFAULT_SHUTDOWN_GRACE = 60.0
 MIN_STATE_KEY_CHARS = 32
-# Per minute: checks of tokens never accepted before (remote/strangers.py). A company of 200 developers whose
+# Per minute: checks of tokens never accepted before (remote/budgets.py). A company of 200 developers whose
 # tokens all come new from one address in the same minute (a first rollout behind a proxy) still fits.
 DEFAULT_TOKEN_CHECKS_PER_ADDRESS = 200
 DEFAULT_TOKEN_CHECKS_TOTAL = 600
-DEFAULT_OAUTH_SIGNINS = 10  # sign-ins one client address may complete per minute (remote/oauth/limits.py)
+DEFAULT_OAUTH_SIGNINS = 10  # sign-ins one client address may complete per minute (remote/oauth/signin.py)
 
 
 def parse_auth(value: str | None) -> str | None:
@@ -84,6 +84,20 @@ def parse_state_keys(value: str | None) -> tuple[str, ...]:
     return keys
 
 
+def parse_org_ids(value: str | None) -> tuple[int, ...]:
+    """Comma-separated organisation ids; `ValueError` names the entry that is not one."""
+    ids = []
+    for entry in (value or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        if not entry.isdigit() or len(entry) > 18:
+            raise ValueError(f"AGENT_AUTOMATION_ALLOWED_ORGS (--allowed-org) lists organisation ids (numbers), "
+                             f"got {entry!r}")
+        ids.append(int(entry))
+    return tuple(ids)
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteSettings:
     """How the Streamable HTTP transport serves: who the caller is, which Host and Origin headers it accepts,
@@ -101,6 +115,7 @@ class RemoteSettings:
     token_checks_per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS
     token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
+    allowed_orgs: tuple[int, ...] = ()  # the organisations served (remote/organizations.py); empty: every one
     # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that seal
     # the service tokens of sign-ins (first encrypts, all decrypt), and sign-ins per client address per minute
     public_url: str | None = None
@@ -128,6 +143,7 @@ class RemoteSettings:
             token_checks_total=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL", int,
                                               DEFAULT_TOKEN_CHECKS_TOTAL, minimum=1),
             trusted_proxies=parse_list(first_set(env, "AGENT_AUTOMATION_TRUSTED_PROXIES")),
+            allowed_orgs=parse_org_ids(first_set(env, "AGENT_AUTOMATION_ALLOWED_ORGS")),
             public_url=first_set(env, "AGENT_AUTOMATION_PUBLIC_URL"),
             oauth_keys=parse_list(first_set(env, "AGENT_AUTOMATION_OAUTH_KEYS")),
             oauth_signins=number_setting(env, "AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE", int, DEFAULT_OAUTH_SIGNINS,

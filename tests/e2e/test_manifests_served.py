@@ -30,7 +30,8 @@ RUNTIME: Final = dockerfile()[1]
 BASE: Final = MANIFESTS / "kubernetes" / "base"
 DEPLOYMENT: Final = yaml.safe_load((BASE / "deployment.yaml").read_text())
 (CONTAINER,) = DEPLOYMENT["spec"]["template"]["spec"]["containers"]
-CONFIG: Final[dict[str, str]] = env_file(BASE / "settings.env")  # the ConfigMap's data
+# The ConfigMap's data, with the organisations of the sandbox's tokens filled in as settings.env asks.
+CONFIG: Final[dict[str, str]] = env_file(BASE / "settings.env") | {"AGENT_AUTOMATION_ALLOWED_ORGS": "1,2"}
 PORTS: Final = {port["name"]: port["containerPort"] for port in CONTAINER["ports"]}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from cryptography.fernet import Fernet
 from mcp.server.auth.provider import TokenError
@@ -50,3 +52,27 @@ async def test_a_code_is_spent_once_and_a_grant_for_another_resource_is_not_hono
 def test_a_key_that_is_not_a_fernet_key_is_refused_with_its_position() -> None:
     with pytest.raises(ValueError, match="key 2 is not a Fernet key"):
         Sealer([OLD, "hunter2"])
+
+
+class _Behind:
+    """The clock of a replica two minutes behind the others (only `time.time` is read by grants)."""
+
+    @staticmethod
+    def time() -> float:
+        return time.time() - 120
+
+
+@pytest.mark.anyio
+async def test_a_code_issued_by_a_replica_whose_clock_is_behind_is_live_wherever_it_is_redeemed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's expiry (Redis TTL) is the one that counts: the replica that redeems restates it in its own clock,
+    so the SDK's check (`expires_at < time.time()`) passes for as long as the store holds the code."""
+    store = MemoryStore()
+    grants = Grants(store, Sealer([OLD]), RESOURCE)
+    with monkeypatch.context() as behind:
+        behind.setattr("agent_automation_mcp.remote.oauth.grants.time", _Behind)
+        code = await grants.issue_code(client_id="c", redirect_uri="https://app.example/cb", code_challenge="x" * 43,
+                                       scopes=[], service_token="tok-service", org_id=1)
+    pending = await grants.pending_code(code)  # on a replica whose clock is right
+    assert pending is not None and pending.expires_at > time.time()
+    assert (await grants.redeem(pending)).access_token

@@ -1,4 +1,4 @@
-"""The per-token caches and the strangers' budget in one process: without Redis, and with a Redis that is away."""
+"""The per-token caches and the per-address budgets in one process: without Redis, and with a Redis that is away."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from agent_automation_mcp.caching import SharedCache, SharedStore
-from agent_automation_mcp.remote.strangers import OverBudget, StrangerBudget
+from agent_automation_mcp.remote.budgets import AddressBudgets, Budget, OverBudget
 
 
 def unreachable_redis_url() -> str:
@@ -58,19 +58,22 @@ async def test_a_fetch_that_fails_is_not_remembered_and_the_next_asker_fetches()
 
 @pytest.mark.anyio
 async def test_the_budget_holds_per_address_and_in_total_and_says_when_a_check_frees() -> None:
-    budget = StrangerBudget(SharedStore(), per_address=3, total=5, window=2.0)
+    budgets = AddressBudgets(SharedStore(), [Budget("strangers", 3, 5, window=2.0), Budget("token", 1)])
     for _ in range(3):
-        await budget.spend("10.0.0.1")
+        await budgets.spend("strangers", "10.0.0.1")
     with pytest.raises(OverBudget) as refused:
-        await budget.spend("10.0.0.1")
-    assert 1.5 < refused.value.retry_after <= 2.0
-    await budget.spend("10.0.0.2")
-    await budget.spend(None)
+        await budgets.spend("strangers", "10.0.0.1")
+    assert 1.5 < refused.value.retry_after <= 2.0 and refused.value.purpose == "strangers"
+    await budgets.spend("token", "10.0.0.1")  # each purpose has its own budget
+    with pytest.raises(OverBudget):
+        await budgets.spend("token", "10.0.0.1")
+    await budgets.spend("strangers", "10.0.0.2")
+    await budgets.spend("strangers", None)
     with pytest.raises(OverBudget):  # the total: 5 in the window
-        await budget.spend("10.0.0.3")
+        await budgets.spend("strangers", "10.0.0.3")
     for _ in range(3):  # the window slides: a check frees up once the wait it names has passed
         try:
-            await budget.spend("10.0.0.1")
+            await budgets.spend("strangers", "10.0.0.1")
             break
         except OverBudget as exc:
             await anyio.sleep(exc.retry_after)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -32,6 +33,10 @@ REQUEST_ID_HEADER: Final = "x-request-id"
 REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # a caller's or balancer's id is kept when it is sane
 MAX_NAME_CHARS: Final = 64  # a method or tool name from a request body, as the line quotes it
 # Why a request was refused, by HTTP status (401 is split by whether a token was sent and refused).
+MAX_ERROR_BODY_BYTES: Final = 4096  # of a sign-in endpoint's JSON error, read for its `error` code
+OAUTH_ERROR: Final = re.compile(r"[a-z_]{1,40}")  # an OAuth error code (RFC 6749 5.2, 7591 3.2.2), as a reason
+SIGNIN_REASONS: Final[Mapping[str, str]] = {"too_many_requests": "rate_limited",
+                                            "temporarily_unavailable": "unavailable"}
 REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 406: "not_acceptable",
                                      413: "body_too_large", 421: "host", 429: "rate_limited", 503: "unavailable"}
 
@@ -42,9 +47,17 @@ class _Call:
 
     tool: str | None = None
     outcome: str | None = None
+    reason: str | None = None  # why the request was refused, when its refuser named it (`note_reason`)
 
 
 _current_call: ContextVar[_Call | None] = ContextVar("current_call", default=None)
+
+
+def note_reason(reason: str) -> None:
+    """Name why the current request is refused, for its access line and the refusal counters."""
+    call = _current_call.get()
+    if call is not None:
+        call.reason = reason
 
 
 class AccessLog:
@@ -98,7 +111,7 @@ class AccessLog:
         status: int = response["status"]
         reason = None
         if 400 <= status < 500 or status == 503:
-            reason = "token_refused" if response["token_refused"] else REASONS.get(status, "other")
+            reason = call.reason or ("token_refused" if response["token_refused"] else REASONS.get(status, "other"))
         self.metrics.responded(status, reason)
         if not logger.isEnabledFor(logging.INFO):
             return
@@ -117,6 +130,72 @@ class AccessLog:
                     extra={"event": "access", "http_method": scope["method"], "path": scope["path"],
                            "method": method, "tool": tool, "status": status, "outcome": outcome,
                            "duration": round(seconds, 4), "tenant": tenant, "client": client[0] if client else None})
+
+
+class SignInAccess:
+    """One access line per request to a sign-in endpoint (`endpoint`: authorize, consent, token, register, revoke,
+    metadata) and its count in `agent_automation_oauth_requests`: the status and a short reason, `ok` or why it was
+    refused. The line never holds a code, token, verifier or secret: only the endpoint, method, status, reason,
+    duration and client address are written, and a reason is a short word the endpoint or an OAuth error code gave."""
+
+    def __init__(self, app: ASGIApp, endpoint: str, metrics: Metrics) -> None:
+        self.app = app
+        self.endpoint = endpoint
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        endpoint = "consent" if self.endpoint == "authorize" and scope["method"] == "POST" else self.endpoint
+        response: dict[str, Any] = {"status": 500, "location": "", "json": False}
+        body = bytearray()
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                response["status"] = message["status"]
+                answered = Headers(raw=message.get("headers", []))
+                response["location"] = answered.get("location", "")
+                response["json"] = answered.get("content-type", "").startswith("application/json")
+            elif response["json"] and response["status"] >= 400 and len(body) < MAX_ERROR_BODY_BYTES:
+                body.extend(message.get("body", b"")[:MAX_ERROR_BODY_BYTES - len(body)])
+            await send(message)
+
+        call = _Call()
+        token = _current_call.set(call)
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            _current_call.reset(token)
+            status = response["status"]
+            reason = call.reason or _signin_reason(status, response["location"], bytes(body) if response["json"]
+                                                   else b"")
+            self.metrics.signin_answered(endpoint, status, reason)
+            client = scope.get("client")
+            seconds = time.monotonic() - started
+            logger.info("%s %s %s %d %s %.3f s", scope["method"], scope["path"], endpoint, status, reason, seconds,
+                        extra={"event": "oauth", "http_method": scope["method"], "path": scope["path"],
+                               "endpoint": endpoint, "status": status, "reason": reason,
+                               "duration": round(seconds, 4), "client": client[0] if client else None})
+
+
+def _signin_reason(status: int, location: str, error_body: bytes) -> str:
+    """`ok`, or the OAuth error a JSON answer or a redirect names (a word from a fixed set), or the status's reason."""
+    error = None
+    if 300 <= status < 400 and location:
+        error = parse_qs(urlsplit(location).query).get("error", [None])[0]
+    elif error_body:
+        try:
+            answer = json.loads(error_body)
+        except ValueError:
+            answer = None
+        error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, str) and OAUTH_ERROR.fullmatch(error):
+        return SIGNIN_REASONS.get(error, error)
+    if status < 400:
+        return "ok"
+    return "too_large" if status == 413 else REASONS.get(status, "other")
 
 
 class AccessMetrics(Metrics):

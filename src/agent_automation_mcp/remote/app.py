@@ -21,11 +21,12 @@ from starlette.routing import Route
 from ..config import RemoteSettings
 from ..server import AgentAutomationServer
 from .access import AccessLog
+from .budgets import AddressBudgets
 from .gate import Lifecycle, McpGate
 from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
-from .strangers import StrangerBudget
-from .verdicts import TokenVerdicts
+from .organizations import AllowedOrganizations
+from .verdicts import TokenVerdicts, strangers_budget
 
 logger = logging.getLogger(__name__)
 
@@ -38,15 +39,17 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     server.streamable_http_app(stateless_http=True, max_request_body_size=remote.max_body_bytes,
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
-    budget = StrangerBudget(server.shared, remote.token_checks_per_address, remote.token_checks_total)
+    budgets = AddressBudgets(server.shared, [strangers_budget(remote.token_checks_per_address,
+                                                               remote.token_checks_total)])
     sign_in = None
     if remote.auth == "oauth":
         from .oauth import SignIn
 
-        sign_in = SignIn.from_settings(remote, server.api_settings.redis_url,
-                                       lambda: server.state.transport if server.state is not None else None)
+        sign_in = SignIn.from_settings(remote, server.api_settings.redis_url, server.shared,
+                                       lambda: server.state.transport if server.state is not None else None, metrics)
+    verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
-                   verdicts=TokenVerdicts(server.shared, budget), sign_in=sign_in)
+                   verdicts=verdicts, sign_in=sign_in)
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
 
     async def healthz(request: Request) -> Response:

@@ -19,9 +19,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
+from .budgets import OverBudget
 from .hosts import HostPolicy
+from .organizations import served_organization
 from .refusals import Refused, error_body
-from .strangers import OverBudget
 from .verdicts import TokenVerdicts
 
 if TYPE_CHECKING:  # the sign-in package is loaded only with --auth oauth
@@ -150,18 +151,18 @@ class McpGate:
         try:
             if self.sign_in is not None and self.sign_in.owns(token):
                 return await self.sign_in.admit(scope, token, transport, self.verdicts, address)
-            accepted = await self.verdicts.accepted(transport, token, address)
+            verdict = await self.verdicts.verdict(transport, token, address)
         except OverBudget as exc:
             wait = max(1, math.ceil(exc.retry_after))
             return 429, error_body("rate_limited", 429, "too many unknown API tokens from this address (or from "
                                    "everyone) were checked with the service in the last minute; this one was not "
                                    "checked yet", "Send a valid API token; if it is yours, send the request again "
                                    "after retry_after_seconds.", retry_after=wait), {"Retry-After": str(wait)}
-        if not accepted:
+        if not verdict.accepted:
             return 401, error_body("unauthorized", 401, "the service refused this API token (invalid or revoked)",
                                    "Create a new token at https://codegen.com/token and send it as "
                                    "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
-        return None
+        return served_organization(scope, headers, verdict.served, self.verdicts.organizations)
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:

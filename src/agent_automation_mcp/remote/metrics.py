@@ -53,6 +53,11 @@ class Metrics:
             "agent_automation_token_checks",
             "Questions to the service whether a token is valid, by verdict (accepted, refused, or undecided: "
             "the service could not answer and the request went on).", ("verdict",), registry=self.registry)
+        self.oauth_requests = Counter(
+            "agent_automation_oauth_requests",
+            "Requests to the sign-in endpoints (authorize, consent, token, register, revoke, metadata), by HTTP status "
+            "and reason (ok, or why it was refused: rate_limited, invalid_grant, invalid_client, expired, "
+            "too_large...).", ("endpoint", "status", "reason"), registry=self.registry)
         self.redis_up = Gauge("agent_automation_redis_up",
                               "1 while the shared pacing store answers, 0 when it does not or none is configured.",
                               registry=self.registry)
@@ -83,6 +88,10 @@ class Metrics:
         self.responses.labels(status=str(status)).inc()
         if reason is not None:
             self.refused.labels(status=str(status), reason=reason).inc()
+
+    def signin_answered(self, endpoint: str, status: int, reason: str) -> None:
+        """A sign-in endpoint answered `status`; `reason` is `ok` or why it refused."""
+        self.oauth_requests.labels(endpoint=endpoint, status=str(status), reason=reason).inc()
 
     def token_checked(self, verdict: bool | None) -> None:
         """The service was asked about a token: accepted (True), refused (False) or no answer (None)."""

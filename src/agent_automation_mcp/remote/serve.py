@@ -24,6 +24,7 @@ import uvicorn
 from ..config import RemoteSettings
 from ..server import AgentAutomationServer
 from .app import build_app, build_metrics_app
+from .forwarded import ForwardedFor
 from .gate import Lifecycle
 from .hosts import HostPolicy
 from .metrics import Metrics
@@ -99,16 +100,14 @@ def loop_options() -> dict[str, Any]:
 async def serve_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str, port: int,
                      policy: HostPolicy, per_request_auth: bool, metrics: Metrics) -> None:
     lifecycle = Lifecycle()
-    app = build_app(server, remote, policy=policy, per_request_auth=per_request_auth, metrics=metrics,
-                    lifecycle=lifecycle)
+    # X-Forwarded-For names the client (for the per-address budgets) only as far as trusted proxies wrote it.
+    app = ForwardedFor(build_app(server, remote, policy=policy, per_request_auth=per_request_auth, metrics=metrics,
+                                 lifecycle=lifecycle), remote.trusted_proxies)
     # log_config=None: uvicorn's lines go through our handlers, in our format (JSON included); access_log=False:
     # remote/access.py writes the one line per request.
     config = uvicorn.Config(app, host=host.strip("[]"), port=port, http=http_protocol(), log_config=None,
                             access_log=False,
-                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on",
-                            # X-Forwarded-For names the client (for the strangers' budget) only from a trusted proxy.
-                            proxy_headers=bool(remote.trusted_proxies),
-                            forwarded_allow_ips=list(remote.trusted_proxies))
+                            timeout_graceful_shutdown=FINAL_SHUTDOWN_SECONDS, lifespan="on", proxy_headers=False)
     main = DrainingServer(config, lifecycle, remote.shutdown_grace)
     if remote.metrics_port is None:
         await main.serve()

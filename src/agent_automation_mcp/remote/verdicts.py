@@ -8,22 +8,24 @@ goes on: the tool's own call then meets the same answer and reports it in the on
 
 The check is a request made with the tenant's own token, which the service counts against that token's
 limits, so it is paced in the token's `standard` bucket like any other request: pacing it apart would let
-the service see more than the limit. A token never accepted before first spends from the strangers' budget
-(`strangers.py`), so random tokens cannot become an unbounded stream of checks.
+the service see more than the limit. A token never accepted before first spends from the `strangers` budget
+(`budgets.py`), so random tokens cannot become an unbounded stream of checks.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Final
+from typing import Final, NamedTuple
 
 from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
 from ..api.errors import ApiError, AuthenticationError
 from ..api.transport import ApiTransport
 from ..caching import SharedCache, SharedStore
+from ..config import DEFAULT_TOKEN_CHECKS_PER_ADDRESS, DEFAULT_TOKEN_CHECKS_TOTAL
 from ..logs import tenant_id
-from .strangers import StrangerBudget
+from .budgets import AddressBudgets, Budget
+from .organizations import AllowedOrganizations
 
 logger = logging.getLogger(__name__)
 
@@ -32,45 +34,78 @@ REFUSED_SECONDS: Final = 60.0  # shorter: a token just created should start work
 KNOWN_SECONDS: Final = 7 * 86_400.0  # a token once accepted is re-checked without spending the strangers' budget
 MAX_TOKENS: Final = 10_000
 CHECK_SECONDS: Final = 10.0
+STRANGERS: Final = "strangers"
+
+
+def strangers_budget(per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS,
+                     total: int = DEFAULT_TOKEN_CHECKS_TOTAL) -> Budget:
+    """Checks of tokens never accepted before, per client address and in total, per minute."""
+    return Budget(STRANGERS, per_address, total)
+
+
+class Verdict(NamedTuple):
+    """The service's answer about a token, and (with `AGENT_AUTOMATION_ALLOWED_ORGS`) the served organisations it
+    sees: `accepted` False for a refused token, `served` () for one that sees none of them. A tuple, so the shared
+    cache stores it as a JSON list."""
+
+    accepted: bool
+    served: tuple[int, ...] | None = None  # None: no allowed list, every organisation is served
+
+    @property
+    def admitted(self) -> bool:
+        return self.accepted and self.served != ()
+
+
+UNDECIDED: Final = Verdict(True)  # the service could not answer: the request goes on, the tool meets the same answer
 
 
 class TokenVerdicts:
-    def __init__(self, store: SharedStore | None = None, budget: StrangerBudget | None = None,
-                 max_entries: int = MAX_TOKENS) -> None:
+    def __init__(self, store: SharedStore | None = None, budgets: AddressBudgets | None = None,
+                 max_entries: int = MAX_TOKENS, organizations: AllowedOrganizations | None = None) -> None:
         store = store or SharedStore()
-        self._verdicts: SharedCache[bool] = SharedCache(store, "verdict", max_entries)
+        self.organizations = organizations or AllowedOrganizations()
+        # The allowed list names the cache: a verdict made under another list is never reused.
+        self._verdicts: SharedCache[Verdict] = SharedCache(
+            store, f"verdict:{self.organizations.fingerprint}", max_entries,
+            decode=lambda value: Verdict(value[0], None if value[1] is None else tuple(value[1])))
         self._known: SharedCache[bool] = SharedCache(store, "known", max_entries)
-        self.budget = budget or StrangerBudget(store)
+        self.budgets = budgets or AddressBudgets(store, [strangers_budget()])
 
-    async def accepted(self, transport: ApiTransport, token: str, address: str | None) -> bool:
+    async def verdict(self, transport: ApiTransport, token: str, address: str | None) -> Verdict:
         """The verdict; `OverBudget` when the token is unknown and `address` (or everyone) has no checks left."""
         credentials = Credentials(token)
 
-        async def ask() -> tuple[bool, float] | None:
+        async def ask() -> tuple[Verdict, float] | None:
             return await self._ask(transport, credentials, address)
 
         verdict = await self._verdicts.remembered(credentials.token_key, ask, fetch_seconds=CHECK_SECONDS)
-        return True if verdict is None else verdict  # no answer: let the request through
+        return UNDECIDED if verdict is None else verdict
 
     async def _ask(self, transport: ApiTransport, credentials: Credentials,
-                   address: str | None) -> tuple[bool, float] | None:
+                   address: str | None) -> tuple[Verdict, float] | None:
         key = credentials.token_key
         if await self._known.get(key) is None:
-            await self.budget.spend(address)
+            await self.budgets.spend(STRANGERS, address)
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS)
         try:
             await client.get_current_user()
+            served = None
+            if self.organizations.restricted:
+                page = await client.list_organizations(limit=100)
+                served = tuple(org.id for org in page.items if self.organizations.allows(org.id))
         except AuthenticationError:
             logger.info("the service refused token %s", tenant_id(key))
             _observe(transport, False)
-            return False, REFUSED_SECONDS
+            return Verdict(False), REFUSED_SECONDS
         except ApiError as exc:
             logger.info("could not check token %s (%s); letting the request through", tenant_id(key), exc.kind)
             _observe(transport, None)
             return None
         await self._known.put(key, True, KNOWN_SECONDS)
         _observe(transport, True)
-        return True, ACCEPTED_SECONDS
+        if served == ():
+            logger.info("token %s sees none of the allowed organisations", tenant_id(key))
+        return Verdict(True, served), ACCEPTED_SECONDS
 
 
 def _observe(transport: ApiTransport, verdict: bool | None) -> None:

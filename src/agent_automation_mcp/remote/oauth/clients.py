@@ -2,8 +2,10 @@
 Metadata Documents, fetched by `documents.py`).
 
 A registration that never leads to a sign-in expires within the hour, so a flood of registrations leaves
-nothing behind; one that does is kept while it keeps signing in. A client secret, when a client asks for
-one, is stored only as its hash.
+nothing behind; one that does is kept while it keeps signing in. Each is at most `MAX_CLIENT_BYTES` as stored,
+and their number is bounded per address and in total (`register` budget, `signin.py`), so what strangers can make
+Redis hold is bounded too (60 a minute by default: at most 3,600 pending, under 30 MB). A client secret, when a
+client asks for one, is stored only as its hash.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Final
 from urllib.parse import unquote
 
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
+from mcp.server.auth.provider import RegistrationError
 from mcp.shared.auth import OAuthClientInformationFull
 from starlette.requests import Request
 
@@ -25,6 +28,7 @@ from .store import Store
 
 PENDING_CLIENT_SECONDS: Final = 3600  # a registration must lead to a sign-in within this time
 CLIENT_SECONDS: Final = 90 * 86400  # a client that signs in is kept this long after its last sign-in
+MAX_CLIENT_BYTES: Final = 8192  # a registration as stored (10 redirect URIs of 500 characters fit, with room)
 
 
 def _secret_hash(secret: str) -> str:
@@ -50,8 +54,11 @@ class Clients:
         check_metadata(client)
         stored = client.model_copy(update={
             "client_secret": _secret_hash(client.client_secret) if client.client_secret else None})
-        await self.store.put(f"client:{client.client_id}", stored.model_dump_json(exclude_none=True),
-                             PENDING_CLIENT_SECONDS)
+        raw = stored.model_dump_json(exclude_none=True)
+        if len(raw.encode()) > MAX_CLIENT_BYTES:
+            raise RegistrationError("invalid_client_metadata", f"the registration is larger than {MAX_CLIENT_BYTES} "
+                                    "bytes; register fewer or shorter URIs and names")
+        await self.store.put(f"client:{client.client_id}", raw, PENDING_CLIENT_SECONDS)
 
     async def signed_in(self, client_id: str) -> None:
         """A sign-in completed: keep the registration (a metadata document client is not stored)."""

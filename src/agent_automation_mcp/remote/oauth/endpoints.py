@@ -1,7 +1,8 @@
 """The sign-in endpoints: metadata, `/register`, `/authorize` (the consent page), `/token` and `/revoke`.
 
 `/register` and `/token` are the SDK's own handlers over `SignInProvider`; around them, and around ours, every
-request is bounded to `MAX_BODY_BYTES` and counted against its address's budget (`limits.py`). An error at
+request is bounded to `MAX_BODY_BYTES` and counted against its address's budget for the endpoint (`budgets.py`;
+a token request carrying a live code or refresh token spends nothing), and writes one access line. An error at
 `/authorize` before the client and its redirect URI are known goes to the person in the browser as a page,
 never to an unchecked redirect.
 """
@@ -9,6 +10,7 @@ never to an unchecked redirect.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
@@ -34,11 +36,14 @@ from ...api.client import AgentAutomationClient
 from ...api.credentials import Credentials
 from ...api.errors import ApiError, AuthenticationError
 from ...api.transport import ApiTransport
+from ..access import SignInAccess, note_reason
+from ..budgets import AddressBudgets, OverBudget
+from ..metrics import Metrics
+from ..organizations import ORG_NOT_ALLOWED, AllowedOrganizations
 from .clients import Clients, SecretHashAuthenticator
 from .consent import ConsentForm, consent_page, error_page, new_nonce, page_headers
 from .documents import is_document_url
 from .grants import Grants
-from .limits import AddressBudgets
 from .metadata import ServerMetadata
 from .provider import SignInProvider
 from .sealing import Sealer
@@ -53,6 +58,14 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 @dataclass(frozen=True, slots=True)
+class Unusable:
+    """Why a pasted token cannot sign in: a short reason (the access line's) and the page's message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class AuthorizationRequest:
     """What a checked `/authorize` request asked for, sealed into the consent form between its steps."""
 
@@ -61,17 +74,21 @@ class AuthorizationRequest:
     code_challenge: str
     state: str | None
     scopes: list[str]
+    page: str = ""  # names the page in the store, which ends it REQUEST_SECONDS after it was shown (by its clock)
 
 
 class Endpoints:
     def __init__(self, metadata: ServerMetadata, clients: Clients, grants: Grants, sealer: Sealer,
-                 budgets: AddressBudgets, transport: Callable[[], ApiTransport | None]) -> None:
+                 budgets: AddressBudgets, transport: Callable[[], ApiTransport | None], metrics: Metrics,
+                 organizations: AllowedOrganizations) -> None:
         self.metadata = metadata
         self.clients = clients
         self.grants = grants
         self.sealer = sealer
         self.budgets = budgets
         self.transport = transport
+        self.metrics = metrics
+        self.organizations = organizations
         provider: Any = SignInProvider(clients, grants)
         self.token_handler = TokenHandler(provider, SecretHashAuthenticator(provider))
         self.registration = RegistrationHandler(provider, ClientRegistrationOptions(enabled=True))
@@ -80,14 +97,22 @@ class Endpoints:
         resource = ProtectedResourceMetadataHandler(self.metadata.protected_resource()).handle
         server = MetadataHandler(self.metadata.authorization_server()).handle
         read = ["GET", "OPTIONS"]
+        def logged(endpoint: str, app: ASGIApp) -> ASGIApp:
+            return SignInAccess(app, endpoint, self.metrics)
+
         return [
-            Route("/.well-known/oauth-protected-resource", cors_middleware(resource, read), methods=read),
-            Route("/.well-known/oauth-protected-resource/mcp", cors_middleware(resource, read), methods=read),
-            Route("/.well-known/oauth-authorization-server", cors_middleware(server, read), methods=read),
-            Route("/authorize", _bounded(self._budgeted("authorize", self.authorize)), methods=["GET", "POST"]),
-            Route("/token", self._public("token", self.token), methods=["POST", "OPTIONS"]),
-            Route("/register", self._public("register", self.registration.handle), methods=["POST", "OPTIONS"]),
-            Route("/revoke", self._public("revoke", self.revoke), methods=["POST", "OPTIONS"]),
+            Route("/.well-known/oauth-protected-resource", logged("metadata", cors_middleware(resource, read)),
+                  methods=read),
+            Route("/.well-known/oauth-protected-resource/mcp", logged("metadata", cors_middleware(resource, read)),
+                  methods=read),
+            Route("/.well-known/oauth-authorization-server", logged("metadata", cors_middleware(server, read)),
+                  methods=read),
+            Route("/authorize", logged("authorize", _bounded(self._budgeted("authorize", self.authorize))),
+                  methods=["GET", "POST"]),
+            Route("/token", logged("token", self._public("token", self.token)), methods=["POST", "OPTIONS"]),
+            Route("/register", logged("register", self._public("register", self.registration.handle)),
+                  methods=["POST", "OPTIONS"]),
+            Route("/revoke", logged("revoke", self._public("revoke", self.revoke)), methods=["POST", "OPTIONS"]),
         ]
 
     def _public(self, endpoint: str, handler: Handler) -> ASGIApp:
@@ -99,13 +124,17 @@ class Endpoints:
         """`handler`, once the address's budget for `endpoint` allows; a page for the person at `/authorize`,
         JSON for a client elsewhere, when it does not (or when the store does not answer)."""
         async def budgeted(request: Request) -> Response:
-            address = request.client.host if request.client else "unknown"
+            address = request.client.host if request.client else None
             try:
-                if await self.budgets.spend(endpoint, address):
-                    return await handler(request)
+                if not await self._holds_credential(endpoint, request):
+                    await self.budgets.spend(endpoint, address)
+                return await handler(request)
+            except OverBudget as exc:
+                note_reason("rate_limited")
                 refusal = (429, "too_many_requests", "Too many sign-in requests from your address; wait a minute.",
-                           "60")
+                           str(max(1, math.ceil(exc.retry_after))))
             except StoreUnavailable:
+                note_reason("unavailable")
                 refusal = (503, "temporarily_unavailable", "Sign-in is unavailable for a moment; try again.", "5")
             status, error, message, retry_after = refusal
             headers = {"Retry-After": retry_after, "Cache-Control": "no-store"}
@@ -114,6 +143,15 @@ class Endpoints:
                 return self._page(error_page(message, nonce), nonce, status, headers)
             return JSONResponse({"error": error, "error_description": message}, status_code=status, headers=headers)
         return budgeted
+
+    async def _holds_credential(self, endpoint: str, request: Request) -> bool:
+        """Whether a token request carries a live code or refresh token: its holder signed in, and spends nothing."""
+        if endpoint != "token" or request.method != "POST":
+            return False
+        form = await request.form()
+        grant_type = form.get("grant_type")
+        secret = form.get("refresh_token" if grant_type == "refresh_token" else "code")
+        return isinstance(secret, str) and await self.grants.is_live(secret)
 
     async def token(self, request: Request) -> Response:
         form = await request.form()
@@ -145,10 +183,12 @@ class Endpoints:
         params = request.query_params
         checked = await self._checked_client(params.get("client_id"), params.get("redirect_uri"))
         if isinstance(checked, str):
+            note_reason("invalid_client")
             return self._page(error_page(checked, nonce), nonce, 400)
         client, redirect_uri = checked
         state = params.get("state")
         if state is not None and len(state) > MAX_STATE_CHARS:
+            note_reason("invalid_request")
             return self._page(error_page("The request's state is too long.", nonce), nonce, 400)
         problem = _request_problem(params.get("response_type"), params.get("code_challenge"),
                                    params.get("code_challenge_method"))
@@ -159,7 +199,8 @@ class Endpoints:
             return self._back(redirect_uri, state, error=problem[0], error_description=problem[1])
         asked = AuthorizationRequest(client_id=client.client_id, redirect_uri=redirect_uri,
                                      code_challenge=params["code_challenge"], state=state,
-                                     scopes=(params.get("scope") or "").split()[:20])
+                                     scopes=(params.get("scope") or "").split()[:20], page=secrets.token_urlsafe(16))
+        await self.grants.store.put(f"consent:{asked.page}", "1", REQUEST_SECONDS)
         browser = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
         response = self._form(client, asked, browser, nonce)
         response.set_cookie(CSRF_COOKIE, browser, max_age=REQUEST_SECONDS, path="/authorize", httponly=True,
@@ -170,16 +211,19 @@ class Endpoints:
         form = await request.form()
         csrf, browser = form.get("csrf"), request.cookies.get(CSRF_COOKIE)
         if not isinstance(csrf, str) or not browser or not self.sealer.signed(browser, csrf):
+            note_reason("csrf")
             return self._page(error_page("This form did not come from this browser's sign-in page, or the page "
                                          "was opened too long ago.", nonce), nonce, 403)
         sealed = form.get("request")
-        opened = self.sealer.open(sealed, REQUEST_SECONDS) if isinstance(sealed, str) else None
-        if opened is None:
+        opened = self.sealer.open(sealed) if isinstance(sealed, str) else None
+        step = json.loads(opened) if opened is not None else None
+        asked = AuthorizationRequest(**step["asked"]) if step is not None else None
+        if asked is None or await self.grants.store.get(f"consent:{asked.page}") is None:
+            note_reason("expired")
             return self._page(error_page("This sign-in page has expired.", nonce), nonce, 400)
-        step = json.loads(opened)
-        asked = AuthorizationRequest(**step["asked"])
         checked = await self._checked_client(asked.client_id, asked.redirect_uri)
         if isinstance(checked, str):
+            note_reason("invalid_client")
             return self._page(error_page(checked, nonce), nonce, 400)
         client = checked[0]
         if form.get("action") != "approve":
@@ -189,14 +233,16 @@ class Endpoints:
             organization = form.get("organization")
             chosen = [org for org, _ in step["organizations"] if str(org) == organization]
             if not chosen:
+                note_reason("invalid_request")
                 return self._form(client, asked, browser, nonce, "Choose one of the organisations listed.",
                                   step["organizations"], step["token"])
             return await self._approved(asked, self.sealer.open(step["token"]) or "", chosen[0])
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
         outcome = await self._check_token(token)
-        if isinstance(outcome, str):
-            return self._form(client, asked, browser, nonce, outcome)
+        if isinstance(outcome, Unusable):
+            note_reason(outcome.reason)
+            return self._form(client, asked, browser, nonce, outcome.message)
         if len(outcome) == 1:
             return await self._approved(asked, token, outcome[0][0])
         return self._form(client, asked, browser, nonce, None, outcome, self.sealer.seal(token))
@@ -207,26 +253,31 @@ class Endpoints:
                                             service_token=token, org_id=org_id)
         return self._back(asked.redirect_uri, asked.state, code=code)
 
-    async def _check_token(self, token: str) -> str | list[tuple[int, str | None]]:
-        """The organisations the token sees, or why it cannot be used (shown on the page)."""
+    async def _check_token(self, token: str) -> Unusable | list[tuple[int, str | None]]:
+        """The organisations the token sees (those this server serves), or why it cannot be used (shown on the page)."""
         try:
             credentials = Credentials(token)
         except ValueError:
-            return "Paste your API token: printable characters without spaces."
+            return Unusable("bad_token", "Paste your API token: printable characters without spaces.")
         transport = self.transport()
         if transport is None:
-            return "The server is starting; try again in a moment."
+            return Unusable("unavailable", "The server is starting; try again in a moment.")
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS)
         try:
             await client.get_current_user()
             page = await client.list_organizations(limit=100)
         except AuthenticationError:
-            return "The service refused this token (invalid or revoked). Create a new one at https://codegen.com/token."
+            return Unusable("token_refused", "The service refused this token (invalid or revoked). Create a new one "
+                            "at https://codegen.com/token.")
         except ApiError:
-            return "The service could not be asked about this token just now; try again in a minute."
+            return Unusable("upstream_error", "The service could not be asked about this token just now; try again "
+                            "in a minute.")
         if not page.items:
-            return "This token sees no organisation at the service."
-        return [(org.id, org.name) for org in page.items]
+            return Unusable("no_organization", "This token sees no organisation at the service.")
+        served = [(org.id, org.name) for org in page.items if self.organizations.allows(org.id)]
+        if not served:
+            return Unusable(ORG_NOT_ALLOWED, self.organizations.refusal)
+        return served
 
     async def _checked_client(self, client_id: str | None, redirect_uri: str | None
                               ) -> str | tuple[OAuthClientInformationFull, str]:

@@ -98,7 +98,10 @@ class Grants:
         if raw is None:
             await self._end_if_spent(f"code-spent:{digest(code)}")
             return None
-        return PendingCode.model_validate_json(raw).model_copy(update={"code": code})
+        # The store's expiry (Redis' clock) is the one that counts: a code still stored is live, whatever the clock
+        # of the replica that issued it or of this one, so `expires_at` is restated in this replica's clock.
+        return PendingCode.model_validate_json(raw).model_copy(update={"code": code,
+                                                                      "expires_at": time.time() + CODE_SECONDS})
 
     async def redeem(self, code: PendingCode) -> OAuthToken:
         """Spend the code (once, whichever replica sees it first) and start its grant."""
@@ -110,6 +113,11 @@ class Grants:
         await self.store.put(f"grant:{grant.id}", grant.dumps(), REFRESH_SECONDS)
         await self.store.put(f"code-spent:{digest(code.code)}", grant.id, SPENT_CODE_SECONDS)
         return await self._tokens(grant)
+
+    async def is_live(self, secret: str) -> bool:
+        """Whether `secret` is a code or refresh token not yet spent nor expired (looked at, not spent)."""
+        kind = "code" if secret.startswith(CODE_PREFIX) else "rt" if secret.startswith(REFRESH_PREFIX) else None
+        return kind is not None and await self.store.get(f"{kind}:{digest(secret)}") is not None
 
     async def refresh_token(self, token: str) -> GrantRefresh | None:
         if not token.startswith(REFRESH_PREFIX):

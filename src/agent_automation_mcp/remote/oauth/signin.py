@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Final
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl
+from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import Scope
 
 from ...api.transport import ApiTransport
+from ...caching import SharedStore
 from ...config import RemoteSettings
 from ...headers import AUTHORIZATION, ORGANIZATION
+from ..budgets import AddressBudgets, Budget
+from ..metrics import Metrics
+from ..organizations import AllowedOrganizations, served_organization
 from ..refusals import Refused, error_body
 from ..verdicts import TokenVerdicts
 from .client_rules import is_loopback_url
@@ -25,26 +31,40 @@ from .clients import Clients
 from .documents import MetadataDocuments
 from .endpoints import Endpoints
 from .grants import Grants, SignedIn, is_ours
-from .limits import AddressBudgets
 from .metadata import ServerMetadata
 from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
 
 logger = logging.getLogger(__name__)
 
+# Requests per sign-in, per endpoint: one registration, two or three consent requests (the page, the form,
+# perhaps the choice of organisation), one token request plus refreshes. Registrations also have a total: each one
+# is stored for up to an hour (`clients.py`), so the total bounds what strangers can make Redis hold.
+PER_SIGNIN: Final = {"register": 1, "authorize": 3, "token": 3, "revoke": 3}
+REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 6  # × --oauth signins: 60 a minute by default, ≤ 3,600 pending at once
+
+
+def signin_budgets(signins: int) -> list[Budget]:
+    """The sign-in endpoints' budgets, sized to fit `signins` sign-ins per address and minute."""
+    return [Budget(endpoint, per * signins,
+                   REGISTRATIONS_TOTAL_PER_SIGNIN * signins if endpoint == "register" else None)
+            for endpoint, per in PER_SIGNIN.items()]
+
+
 class SignIn:
-    def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, signins: int,
-                 transport: Callable[[], ApiTransport | None], trusted_client_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, budgets: AddressBudgets,
+                 transport: Callable[[], ApiTransport | None], metrics: Metrics,
+                 organizations: AllowedOrganizations, trusted_client_hosts: tuple[str, ...] = ()) -> None:
         self.metadata = metadata
         self.store = store
         self.grants = Grants(store, sealer, metadata.resource)
         self.clients = Clients(store, MetadataDocuments(store, trusted_client_hosts))
-        self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, AddressBudgets(store, signins),
-                                   transport)
+        self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, budgets, transport, metrics,
+                                   organizations)
 
     @classmethod
-    def from_settings(cls, remote: RemoteSettings, redis_url: str | None,
-                      transport: Callable[[], ApiTransport | None]) -> SignIn:
+    def from_settings(cls, remote: RemoteSettings, redis_url: str | None, shared: SharedStore,
+                      transport: Callable[[], ApiTransport | None], metrics: Metrics) -> SignIn:
         public_url = cls.check(remote)
         if remote.oauth_keys:
             sealer = Sealer(remote.oauth_keys)
@@ -52,8 +72,9 @@ class SignIn:
             logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
                            "this process (fine on loopback; set the keys so they outlive a restart)")
             sealer = Sealer.ephemeral()
-        return cls(ServerMetadata(public_url), create_store(redis_url), sealer, remote.oauth_signins, transport,
-                   remote.oauth_trusted_client_hosts)
+        return cls(ServerMetadata(public_url), create_store(redis_url), sealer,
+                   AddressBudgets(shared, signin_budgets(remote.oauth_signins)), transport, metrics,
+                   AllowedOrganizations.of(remote.allowed_orgs), remote.oauth_trusted_client_hosts)
 
     @staticmethod
     def check(remote: RemoteSettings) -> str:
@@ -87,14 +108,15 @@ class SignIn:
             signed_in = await self.grants.signed_in(token)
             if signed_in is None:
                 return _refusal(401, "this sign-in has expired or ended", self.challenge)
-            if not await verdicts.accepted(transport, signed_in.service_token, address):
+            verdict = await verdicts.verdict(transport, signed_in.service_token, address)
+            if not verdict.accepted:
                 await self.grants.end(signed_in.grant.id)
                 return _refusal(401, "the service no longer accepts the token this sign-in was made with",
                                 self.challenge)
         except StoreUnavailable:
             return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
         scope["headers"] = _as_caller(scope["headers"], signed_in)
-        return None
+        return served_organization(scope, Headers(scope=scope), verdict.served, verdicts.organizations)
 
     async def close(self) -> None:
         await self.store.close()

@@ -1,4 +1,4 @@
-"""Where grants, codes, clients and sign-in counters live: Redis when `AGENT_AUTOMATION_REDIS_URL` is set (so any
+"""Where grants, codes, clients and consent pages live: Redis when `AGENT_AUTOMATION_REDIS_URL` is set (so any
 replica honours what another issued, and a revocation holds everywhere at once), process memory otherwise.
 
 Values are short strings under keys the callers build from hashes: no token is ever a key or a value here.
@@ -43,10 +43,6 @@ class Store(Protocol):
         ...
 
     async def delete(self, *keys: str) -> None: ...
-
-    async def count(self, key: str, window: float) -> int:
-        """Add one to a counter that starts at the first count and ends `window` seconds later; the new count."""
-        ...
 
     async def close(self) -> None: ...
 
@@ -95,14 +91,6 @@ class MemoryStore:
         for key in keys:
             self._entries.pop(key, None)
 
-    async def count(self, key: str, window: float) -> int:
-        current = self._live(key)
-        until = self._entries[key][0] if current is not None else time.monotonic() + window
-        if current is None and len(self._entries) >= self._max:
-            self._make_room()
-        self._entries[key] = (until, str(int(current or 0) + 1))
-        return int(self._entries[key][1])
-
     async def close(self) -> None:
         self._entries.clear()
 
@@ -133,13 +121,6 @@ class RedisStore:
     async def delete(self, *keys: str) -> None:
         if keys:
             await self._ask(self._redis.delete(*(PREFIX + key for key in keys)))
-
-    async def count(self, key: str, window: float) -> int:
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incr(PREFIX + key)
-            pipe.pexpire(PREFIX + key, max(1, int(window * 1000)), nx=True)
-            counted, _ = await self._ask(pipe.execute())
-        return int(counted)
 
     async def _ask(self, command: Awaitable[T]) -> T:
         try:

@@ -1,0 +1,123 @@
+"""Per-address budgets, one per purpose: how many requests of one kind a client address (and everyone) may make in
+a sliding minute, shared by every replica.
+
+Every budget follows one rule. The last `window` seconds are counted per client address and, when the purpose has
+one, in total; past either count the request is refused (`OverBudget`, answered 429 with `Retry-After`). The
+counts live in the replicas' shared Redis (`SharedStore`), so a budget is the deployment's, not each replica's; in
+this process's memory without Redis, or while it does not answer (each replica then allows what the whole
+deployment would, which errs towards serving the company rather than locking it out). No address is stored as it
+is: keys hold a hash.
+
+The purposes (`remote/app.py` and `remote/oauth/signin.py` name them and their sizes):
+- `strangers`: checks with the service of tokens never accepted before (`verdicts.py`), so random tokens cannot
+  become an unbounded stream of requests from this server's address;
+- `register`, `authorize`, `token`, `revoke`: the sign-in endpoints. A request that carries a live code or refresh
+  token spends nothing (only its holder has one), so junk cannot stop a real refresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from ..caching import KEY_PREFIX, SharedStore
+
+WINDOW_SECONDS: Final = 60.0
+TOTAL: Final = "total"
+LOCAL_LOGS: Final = 10_000  # in memory, past this many logs those that hold nothing in the window are dropped
+
+# KEYS: the address's log, then the total's log when the purpose has one. ARGV: window µs, then each key's limit.
+# Each log is a list of instants (Redis' clock, µs), newest first, at most its limit long: a request is allowed
+# when every log is short of its limit or its oldest entry has left the window. Answers 0 when the request is
+# counted, or the µs until it would be allowed.
+_SPEND: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local window = tonumber(ARGV[1])
+local wait = 0
+for i, key in ipairs(KEYS) do
+  local limit = tonumber(ARGV[i + 1])
+  if redis.call('LLEN', key) >= limit then
+    local oldest = tonumber(redis.call('LINDEX', key, limit - 1))
+    wait = math.max(wait, oldest + window - now)
+  end
+end
+if wait > 0 then return wait end
+for i, key in ipairs(KEYS) do
+  redis.call('LPUSH', key, now)
+  redis.call('LTRIM', key, 0, tonumber(ARGV[i + 1]) - 1)
+  redis.call('PEXPIRE', key, math.ceil(window / 1000))
+end
+return 0
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Requests of one purpose allowed per `window` seconds: per client address, and in total (None: no total)."""
+
+    purpose: str
+    per_address: int
+    total: int | None = None
+    window: float = WINDOW_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.per_address < 1 or (self.total is not None and self.total < 1):
+            raise ValueError(f"the {self.purpose} budget must allow at least 1 request per window")
+
+
+class OverBudget(Exception):
+    """The address (or everyone) has used this purpose's budget of the last window."""
+
+    def __init__(self, purpose: str, retry_after: float) -> None:
+        super().__init__(f"over the {purpose} budget; retry after {retry_after:.0f} s")
+        self.purpose = purpose
+        self.retry_after = retry_after
+
+
+class AddressBudgets:
+    """The budgets of several purposes over one store: in Redis, or in this process's memory."""
+
+    def __init__(self, store: SharedStore, budgets: Iterable[Budget]) -> None:
+        self.store = store
+        self.budgets = {budget.purpose: budget for budget in budgets}
+        self._script = store.redis.register_script(_SPEND) if store.redis is not None else None
+        self._logs: dict[str, deque[float]] = {}  # memory: "purpose:address hash" (or "purpose:total") -> instants
+
+    async def spend(self, purpose: str, address: str | None) -> None:
+        """Count one request for `address` (None: unknown, counted as one address); `OverBudget` if none is left."""
+        budget = self.budgets[purpose]
+        name = hashlib.sha256((address or "-").encode()).hexdigest()[:24]
+        limits = {f"{KEY_PREFIX}:{{{purpose}}}:address:{name}": budget.per_address}
+        if budget.total is not None:
+            limits[f"{KEY_PREFIX}:{{{purpose}}}:{TOTAL}"] = budget.total
+        redis = self.store.reachable()
+        if redis is not None and self._script is not None:
+            try:
+                wait = await self._script(keys=list(limits), args=[round(budget.window * 1_000_000), *limits.values()],
+                                          client=redis)
+            except self.store.failures as exc:
+                self.store.lost(exc)
+            else:
+                if wait > 0:
+                    raise OverBudget(purpose, wait / 1_000_000)
+                return
+        self._spend_locally(budget, limits)
+
+    def _spend_locally(self, budget: Budget, limits: dict[str, int]) -> None:
+        """As the script does, in this process: the logs hold instants, oldest first, at most their limit."""
+        now = time.monotonic()
+        wait = max((log[0] + budget.window - now for key, limit in limits.items()
+                    if len(log := self._logs.get(key, ())) >= limit), default=0.0)
+        if wait > 0:
+            raise OverBudget(budget.purpose, wait)
+        for key, limit in limits.items():
+            self._logs.setdefault(key, deque(maxlen=limit)).append(now)
+        if len(self._logs) > LOCAL_LOGS:  # logs whose last request left the window hold nothing
+            longest = max(budget.window for budget in self.budgets.values())
+            for key in [key for key, log in self._logs.items() if log[-1] + longest <= now]:
+                del self._logs[key]

@@ -1,0 +1,71 @@
+"""Which organisations this deployment serves (`AGENT_AUTOMATION_ALLOWED_ORGS`): a company's own server should not
+serve every Codegen customer whose token reaches it.
+
+Unset, any token the service accepts is served (fine on a private network; on the open Internet every Codegen
+user can then spend this server's capacity). Set, a token is served only for the listed organisations it sees:
+one that sees none of them is refused (403, reason `org_not_allowed`) at `/mcp` and on the consent page, and a
+request naming another organisation (`X-Organization-Id`) is refused the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from starlette.datastructures import Headers
+from starlette.types import Scope
+
+from ..headers import ORGANIZATION, organization_id
+from .access import note_reason
+from .refusals import Refused, error_body
+
+ORG_NOT_ALLOWED: Final = "org_not_allowed"
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedOrganizations:
+    """The organisations served; None: every one."""
+
+    ids: frozenset[int] | None = None
+
+    @classmethod
+    def of(cls, ids: tuple[int, ...]) -> AllowedOrganizations:
+        return cls(frozenset(ids) if ids else None)
+
+    def allows(self, org_id: int) -> bool:
+        return self.ids is None or org_id in self.ids
+
+    @property
+    def restricted(self) -> bool:
+        return self.ids is not None
+
+    @property
+    def fingerprint(self) -> str:
+        """Names the list in shared cache keys, so a verdict made under another list is never reused."""
+        if self.ids is None:
+            return "all"
+        return hashlib.sha256(",".join(map(str, sorted(self.ids))).encode()).hexdigest()[:12]
+
+    @property
+    def refusal(self) -> str:
+        return ("This server serves only its company's Codegen organisations, and this token belongs to none of "
+                "them. Use a token of the company's organisation (ask the server's operator which).")
+
+
+def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] | None,
+                        organizations: AllowedOrganizations) -> Refused | None:
+    """With an allowed list (`served`: the listed organisations the token sees; None without a list): refuse a token
+    that sees none of them, or a request naming another one (403, `org_not_allowed`); a request naming none goes on
+    in the token's one served organisation, if it has one."""
+    if served is None:
+        return None
+    named = organization_id(headers)
+    if not served or (named is not None and named not in served):
+        note_reason(ORG_NOT_ALLOWED)
+        message = ("this API token belongs to none of the organisations this server serves" if not served
+                   else f"this server does not serve organisation {named}")
+        return 403, error_body("forbidden", 403, message, organizations.refusal), {}
+    if named is None and len(served) == 1:
+        scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(served[0]).encode())]
+    return None

@@ -1,0 +1,240 @@
+"""Sign-in on the open Internet, in the recommended topology: 3 replicas (`--auth oauth`, the company's organisation
+only) sharing Redis behind the shipped `manifests/haproxy/haproxy.cfg`, which they trust as their proxy.
+
+Clients come from two addresses, both loopback: 127.0.0.1 (the stranger, and most tests) and [::1] (a colleague
+at another address). The rows of issue 26 this answers: sign-in budgets are per client address and cannot be
+spoofed, a real refresh or a new colleague is not stopped by junk, registrations are bounded, sign-in writes an
+access line and a metric, and only the allowed organisation's tokens are served.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+import httpx2
+import pytest
+from cryptography.fernet import Fernet
+from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from oauth_flow import REDIRECT_URI, RawFlow, pkce
+from prometheus_client.parser import text_string_to_metric_families
+from test_rollouts import HAPROXY_CONFIG, haproxy_binary
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.state import token_hash
+from pacing.redis_server import RedisServer
+
+ALICE, BOB, CAROL = "tok-safety-alice", "tok-safety-bob", "tok-safety-carol"  # org 1; org 2 only; both
+NEWCOMER = "tok-safety-newcomer"  # org 1, never seen before the junk
+ALLOWED_ORG: Final = 1
+JUNK_TOKENS: Final = 200  # the default budget of checks per address and minute
+REGISTRATIONS: Final = 10  # per address and minute: --oauth signins (default 10) × 1
+TOKEN_REQUESTS: Final = 30  # per address and minute: 3 × 10
+
+
+class Fleet:
+    """Three sign-in replicas behind the shipped HAProxy, listening on 127.0.0.1 and [::1] at one port."""
+
+    def __init__(self, sandbox: SandboxServer, redis: RedisServer) -> None:
+        self.port = free_port()
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.other_origin = f"http://[::1]:{self.port}"
+        env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
+                        AGENT_AUTOMATION_REDIS_URL=redis.url,
+                        AGENT_AUTOMATION_OAUTH_KEYS=Fernet.generate_key().decode(),
+                        AGENT_AUTOMATION_TRUSTED_PROXIES="127.0.0.1", AGENT_AUTOMATION_ALLOWED_ORGS=str(ALLOWED_ORG),
+                        AGENT_AUTOMATION_LOG_FORMAT="json")
+        args = ("--auth", "oauth", "--public-url", self.origin, "--allowed-host", f"127.0.0.1:{self.port}",
+                "--allowed-host", f"[::1]:{self.port}")
+        self.replicas = [HttpServer(env, *args) for _ in range(3)]
+        self.stderr: list[str] = []
+        balancer_env = clean_env(MCP_BIND=f"127.0.0.1:{self.port},[::1]:{self.port}",
+                                 **{f"REPLICA_{i + 1}": f"127.0.0.1:{r.port}" for i, r in enumerate(self.replicas)})
+        self.balancer = HttpServer(balancer_env, port=self.port,
+                                   command=[haproxy_binary(), "-db", "-f", str(HAPROXY_CONFIG)])
+        deadline = time.monotonic() + 30
+        while not all(httpx2.get(f"{r.origin}/readyz", timeout=5).status_code == 200 for r in self.replicas):
+            assert time.monotonic() < deadline, "the replicas did not become ready"
+            time.sleep(0.2)
+        time.sleep(1.5)  # the balancer's checks: rise 2 at fastinter 500 ms
+
+    def metric(self, name: str, **labels: str) -> float:
+        """A counter's sum over the three replicas, for the samples whose labels include `labels`."""
+        total = 0.0
+        for replica in self.replicas:
+            text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
+            for family in text_string_to_metric_families(text):
+                total += sum(sample.value for sample in family.samples if sample.name == name
+                             and labels.items() <= sample.labels.items())
+        return total
+
+    def stop(self) -> list[str]:
+        """What each replica wrote on stderr (stopped once: a second call answers the same)."""
+        if not self.stderr:
+            self.balancer.stop()
+            self.stderr = [replica.stop() for replica in self.replicas]
+        return self.stderr
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SandboxServer]:
+    config = SandboxConfig(tokens=(ALICE, BOB, CAROL, NEWCOMER), visible_orgs=2,
+                           token_orgs={ALICE: (1,), BOB: (2,), NEWCOMER: (1,)},
+                           rate_limits=parse_rate_limits(RATE_LIMITS))
+    with SandboxServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def fleet(sandbox: SandboxServer) -> Iterator[Fleet]:
+    redis_binary = shutil.which("redis-server")
+    if redis_binary is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    redis = RedisServer(redis_binary)
+    redis.start()
+    fleet = None
+    try:
+        fleet = Fleet(sandbox, redis)
+        yield fleet
+    finally:
+        if fleet is not None:
+            for stderr in fleet.stop():
+                assert ALICE not in stderr and CAROL not in stderr and NEWCOMER not in stderr
+        redis.stop()
+
+
+def _parallel(count: int, send: Any) -> list[int]:
+    """`send(i)` for i in range(count), 16 at a time; the statuses."""
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(send, range(count)))
+
+
+def _spoofed(index: int) -> dict[str, str]:
+    return {"x-forwarded-for": f"203.0.{index // 250}.{index % 250 + 1}"}
+
+
+def test_junk_token_requests_do_not_stop_a_real_refresh_or_code_exchange(fleet: Fleet) -> None:
+    """First, while 127.0.0.1 has its registrations left: sign in from there, then flood /token from there."""
+    flow = RawFlow(fleet.origin)
+    client_id = flow.register()
+    tokens = flow.tokens(client_id, ALICE)
+    code, verifier = flow.code(client_id, ALICE)
+    junk = _parallel(TOKEN_REQUESTS + 5, lambda i: flow.http.post(f"{fleet.origin}/token", data={
+        "grant_type": "refresh_token", "refresh_token": f"aamcp_rt_{secrets.token_urlsafe(32)}",
+        "client_id": client_id}).status_code)
+    assert junk.count(429) >= 5  # the address's budget is spent
+    refreshed = flow.refresh(client_id, tokens["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
+    assert flow.exchange(client_id, code, verifier).status_code == 200
+    assert fleet.metric("agent_automation_oauth_requests_total", endpoint="token", status="429",
+                        reason="rate_limited") >= 5
+
+
+def test_registrations_are_bounded_per_address_even_with_a_spoofed_forwarded_for_and_another_address_still_registers(
+        fleet: Fleet) -> None:
+    flow = RawFlow(fleet.origin)
+    body = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
+    statuses = _parallel(3 * REGISTRATIONS, lambda i: flow.http.post(f"{fleet.origin}/register", json=body,
+                                                                       headers=_spoofed(i)).status_code)
+    assert statuses.count(201) <= REGISTRATIONS and statuses.count(429) >= 2 * REGISTRATIONS
+    assert RawFlow(fleet.other_origin).http.post(f"{fleet.other_origin}/register", json=body).status_code == 201
+    large = {**body, "redirect_uris": [f"https://app.example/{i}/{'x' * 1900}" for i in range(10)]}
+    refused = RawFlow(fleet.other_origin).http.post(f"{fleet.other_origin}/register", json=large)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata"
+
+
+def test_after_200_junk_tokens_with_spoofed_addresses_a_colleagues_first_call_succeeds(
+        fleet: Fleet, sandbox: SandboxServer) -> None:
+    flow = RawFlow(fleet.origin)
+    statuses = _parallel(JUNK_TOKENS + 10, lambda i: flow.http.post(
+        f"{fleet.origin}/mcp", headers={"authorization": f"Bearer tok-junk-{secrets.token_hex(12)}",
+                                        **_spoofed(i)}).status_code)
+    assert statuses.count(429) >= 10  # every junk token counted against the one real address
+    assert RawFlow(fleet.origin).mcp_status(f"tok-junk-{secrets.token_hex(12)}").status_code == 429
+    colleague = RawFlow(fleet.other_origin).mcp_status(NEWCOMER)  # never seen before, from another address
+    assert colleague.status_code == 200, colleague.text
+    assert sandbox.state.request_log[-1].token_hash == token_hash(NEWCOMER)
+
+
+def test_a_token_of_another_organisation_is_refused_once_per_verdict_and_never_becomes_a_tenant(
+        fleet: Fleet, sandbox: SandboxServer) -> None:
+    flow = RawFlow(fleet.other_origin)
+    refused = [flow.mcp_status(BOB) for _ in range(3)]
+    for answer in refused:
+        assert answer.status_code == 403
+        error = answer.json()["error"]
+        assert error["kind"] == "forbidden" and "none of the organisations this server serves" in error["message"]
+    asked = [record for record in sandbox.state.request_log if record.token_hash == token_hash(BOB)]
+    assert [record.path for record in asked] == ["/v1/users/me", "/v1/organizations"]  # one check, no tool call
+    assert fleet.metric("agent_automation_http_refused_total", status="403", reason="org_not_allowed") >= 3
+    # Carol sees both organisations: served in the allowed one, refused in the other
+    assert flow.mcp_status(CAROL).status_code == 200
+    other = flow.http.post(f"{fleet.other_origin}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                           headers={"authorization": f"Bearer {CAROL}", "x-organization-id": "2",
+                                    "accept": "application/json, text/event-stream"})
+    assert other.status_code == 403 and "organisation 2" in other.json()["error"]["message"]
+    # On the consent page: refused with the message, and no code issued
+    client_id = flow.register()
+    _, challenge = pkce()
+    page = flow.approve(flow.consent_page(client_id, challenge), BOB)
+    assert page.status_code == 400 and "serves only its company" in page.text
+    assert fleet.metric("agent_automation_oauth_requests_total", endpoint="consent",
+                        reason="org_not_allowed") == 1
+
+
+def test_every_signin_request_writes_one_access_line_that_holds_no_secret(fleet: Fleet) -> None:
+    flow = RawFlow(fleet.other_origin)
+    before = fleet.metric("agent_automation_oauth_requests_total")
+    secret = secrets.token_urlsafe(24)
+    confidential = flow.http.post(f"{fleet.other_origin}/register", json={
+        "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "client_secret_post"}).json()
+    client_id = flow.register()
+    code, verifier = flow.code(client_id, ALICE)  # authorize, consent
+    tokens = flow.exchange(client_id, code, verifier).json()
+    replay = flow.exchange(client_id, code, verifier)  # a spent code: invalid_grant
+    assert replay.json()["error"] == "invalid_grant"
+    wrong = flow.http.post(f"{fleet.other_origin}/token", data={
+        "grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
+        "client_id": confidential["client_id"], "client_secret": secret})
+    assert wrong.status_code == 401
+    assert flow.revoke(tokens["access_token"], client_id).status_code == 200
+    assert flow.http.get(f"{fleet.other_origin}/.well-known/oauth-authorization-server").status_code == 200
+    sent = 9  # register ×2, authorize, consent, token ×3, revoke, metadata
+    assert fleet.metric("agent_automation_oauth_requests_total") == before + sent
+    assert fleet.metric("agent_automation_oauth_requests_total", endpoint="token", status="400",
+                        reason="invalid_grant") >= 1
+    assert fleet.metric("agent_automation_oauth_requests_total", endpoint="token", status="401",
+                        reason="invalid_client") >= 1
+    secrets_sent = [code, verifier, tokens["access_token"], tokens["refresh_token"], confidential["client_secret"],
+                    secret, ALICE]
+    lines = [json.loads(line) for stderr in fleet.stop() for line in stderr.splitlines() if line.startswith("{")]
+    signin = [line for line in lines if line.get("event") == "oauth"]
+    assert {line["endpoint"] for line in signin} >= {"register", "authorize", "consent", "token", "revoke",
+                                                     "metadata"}
+    assert all(isinstance(line["status"], int) and line["reason"] for line in signin)
+    text = "\n".join(json.dumps(line) for line in lines)
+    assert not [value for value in secrets_sent if value in text]
+
+
+def test_a_trusted_proxy_that_passes_the_clients_header_on_is_detected_and_then_not_believed(
+        sandbox: SandboxServer) -> None:
+    """The replica trusts 127.0.0.1, and the test, calling it directly, plays a proxy that forwards the client's
+    own X-Forwarded-For untouched."""
+    server = HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_LOG_FORMAT="json",
+                                  AGENT_AUTOMATION_TRUSTED_PROXIES="127.0.0.1"), "--auth", "request")
+    try:
+        for forwarded in ({"x-forwarded-for": "198.51.100.7"}, {}, {"x-forwarded-for": "198.51.100.8"}):
+            assert httpx2.post(server.url, json={}, headers=forwarded, timeout=10).status_code == 401
+    finally:
+        stderr = server.stop()
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    clients = [line["client"] for line in lines if line.get("event") == "access"]
+    assert clients == ["198.51.100.7", "127.0.0.1", "127.0.0.1"]  # believed until the proxy showed itself
+    assert any(line["event"] == "proxy_not_forwarding" and "does not set the header" in line["message"]
+               for line in lines if line["level"] == "error")
