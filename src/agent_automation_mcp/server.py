@@ -31,6 +31,7 @@ from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
 from .sdk_seams import drop_methods, serve_list_tools
+from .tasks import RunTasks
 from .tools.callers import (
     CALL_SECONDS,
     SLOT_RESERVE_SECONDS,
@@ -120,10 +121,12 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
+        tasks = RunTasks(state_keys, self.shared)  # agent runs followed as MCP tasks
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
-                         cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing],
+                         cache_hints={"tools/list": TOOLS_LIST_HINT}, extensions=[tasks],
+                         middleware=[self._listing, tasks.legacy_middleware],
                          request_state_security=continuation_security(state_keys))
         # This server has no resources or prompts: it neither answers nor advertises their methods.
         drop_methods(self, "resources/", "prompts/")

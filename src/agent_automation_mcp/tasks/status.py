@@ -1,0 +1,73 @@
+"""The one read of an agent run's status that every follower of the run shares.
+
+Tasks poll it and a future webhook delivery may trigger it (`RunStatus.read` with `fresh=True`); whoever asks, one
+read of a run serves every poll of it for a poll interval, across replicas through Redis (this process's memory
+without one), so a hundred clients polling one run cost the service one request per interval. The interval follows
+pacing: when this token's budget is spent, the wait it was told is the interval.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..api.client import AgentAutomationClient
+from ..api.errors import ApiError, RateLimitError
+from ..api.models import AgentRun
+from ..caching import SharedCache, SharedStore
+
+POLL_SECONDS: Final = 5.0  # a run takes minutes: a status five seconds old loses the client nothing
+MAX_POLL_SECONDS: Final = 300.0
+READ_SECONDS: Final = 20.0  # the read's own budget, well inside a request's
+STATUS_ENTRIES: Final = 10_000  # runs whose last status this process remembers at once
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A run as last read (None when it could not be read now, with `problem` saying why), when, and how long
+    before it is worth reading again."""
+
+    run: AgentRun | None
+    read_ms: int
+    poll_ms: int
+    problem: str | None = None
+
+
+class RunStatus:
+    def __init__(self, store: SharedStore) -> None:
+        self._readings: SharedCache[dict[str, Any]] = SharedCache(store, "run-status", STATUS_ENTRIES)
+
+    async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *, fresh: bool = False) -> Reading:
+        """The run's status, read from the service at most once per interval for everyone following it."""
+        key = f"org{org_id}-run{run_id}"
+        refused: list[Reading] = []
+
+        async def fetch() -> tuple[dict[str, Any], float] | None:
+            try:
+                run = await client.within(READ_SECONDS).get_agent_run(run_id)
+            except RateLimitError as exc:  # nothing was sent: say when to come back
+                wait = min(MAX_POLL_SECONDS, max(POLL_SECONDS, exc.retry_after or POLL_SECONDS))
+                refused.append(Reading(None, _now_ms(), math.ceil(wait * 1000), exc.kind))
+                return None
+            except ApiError as exc:
+                refused.append(Reading(None, _now_ms(), math.ceil(POLL_SECONDS * 1000), exc.kind))
+                return None
+            return {"run": run.model_dump(mode="json"), "read_ms": _now_ms(),
+                    "poll_ms": math.ceil(POLL_SECONDS * 1000)}, POLL_SECONDS
+
+        if fresh:
+            answer = await fetch()
+            if answer is not None:
+                await self._readings.put(key, *answer)
+            value = answer[0] if answer is not None else None
+        else:
+            value = await self._readings.remembered(key, fetch, fetch_seconds=READ_SECONDS)
+        if value is None:
+            return refused[0] if refused else Reading(None, _now_ms(), math.ceil(POLL_SECONDS * 1000), "not read")
+        return Reading(AgentRun.model_validate(value["run"]), value["read_ms"], value["poll_ms"])
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
