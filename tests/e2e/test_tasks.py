@@ -1,0 +1,223 @@
+"""Agent runs followed as MCP tasks, end to end: the SDK's client as task requester, both protocol eras, over stdio
+and through HAProxy round robin to 3 replicas on one Redis (one fleet for every test here)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from harness import RATE_LIMITS, sandbox_env, stdio_server
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from task_requester import CancelTask, ListTasks, TaskPoller, TaskResult, TaskState, call_as_task, get_task, request
+from test_rollouts import Fleet, haproxy_binary
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import DEMO_TOKEN
+from catalogue import REPO_ID
+from pacing.redis_server import RedisServer
+
+OTHER_TOKEN = "another-tenant-token"
+MAX_POLLS = 60
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SandboxServer]:
+    config = SandboxConfig(run_seconds=1.5, seed=5, run_error_fraction=0.5, tokens=(DEMO_TOKEN, OTHER_TOKEN),
+                           rate_limits=parse_rate_limits(RATE_LIMITS))
+    with SandboxServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def fleet(sandbox: SandboxServer) -> Iterator[Fleet]:
+    redis_binary = shutil.which("redis-server")
+    if redis_binary is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    haproxy_binary()
+    redis = RedisServer(redis_binary)
+    redis.start()
+    fleet = None
+    try:
+        fleet = Fleet(sandbox, redis)
+        yield fleet
+    finally:
+        if fleet is not None:
+            fleet.stop()
+        redis.stop()
+
+
+def http_client(url: str, sandbox: SandboxServer, token: str = DEMO_TOKEN, **options: Any) -> Client:
+    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}", "x-organization-id": str(sandbox.org_id)},
+                              timeout=httpx2.Timeout(30, read=90))
+    return Client(streamable_http_client(url, http_client=http), **options)
+
+
+def run_of(handle: TaskState) -> int:
+    found = re.search(r"following run (\d+)", handle.status_message or "")
+    assert found, handle
+    return int(found[1])
+
+
+def reads_of(sandbox: SandboxServer, run_id: int) -> int:
+    return sum(1 for r in sandbox.request_log if r.method == "GET" and r.path.endswith(f"/agent/run/{run_id}"))
+
+
+async def started(client: Client, poller: TaskPoller, tool: str = "create_agent_run",
+                  arguments: dict[str, Any] | None = None) -> str:
+    await client.call_tool(tool, arguments or {"prompt": "Follow me as a task"})
+    return poller.handles[-1].task_id
+
+
+async def finished(client: Client, task_id: str) -> Any:
+    for _ in range(MAX_POLLS):
+        state = await get_task(client, task_id)
+        if state.status != "working":
+            return state
+        await anyio.sleep(0.25)
+    raise AssertionError(f"task {task_id} did not finish")
+
+
+@pytest.mark.anyio
+async def test_a_task_is_followed_on_every_replica_to_the_run_result(fleet: Fleet, sandbox: SandboxServer) -> None:
+    poller = TaskPoller(follow=False)
+    async with http_client(fleet.url, sandbox) as client:  # no extension: the run, as before
+        plain = await client.call_tool("create_agent_run", {"prompt": "No task for me"})
+    async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
+        task_id = await started(client, poller)
+    handle = poller.handles[-1]
+    assert "id" in plain.structured_content and len(poller.handles) == 1
+    assert handle.status == "working" and handle.last_updated_at
+    assert {"ttlMs", "pollIntervalMs"} <= set(handle.model_extra or {})
+    run_id = run_of(handle)
+    seen: list[str] = []
+    for index in range(3):  # each replica opens the id and answers, with no store
+        async with http_client(fleet.replica(index).url, sandbox, extensions=[TaskPoller()]) as replica:
+            seen.append((await get_task(replica, task_id)).status)
+    async with http_client(fleet.url, sandbox, extensions=[TaskPoller()]) as client:
+        done = await finished(client, task_id)
+        direct = await client.call_tool("get_agent_run", {"agent_run_id": run_id})
+    assert set(seen) <= {"working", "completed"} and done.status == "completed"
+    result = done.model_extra["result"]
+    assert {k: v for k, v in result["structuredContent"].items() if k != "waited_seconds"} == {
+        k: v for k, v in direct.structured_content.items() if k != "waited_seconds"}
+    assert result["isError"] is (direct.structured_content["status"] == "ERROR")
+    assert result["content"][0]["text"] == direct.content[0].text
+
+
+@pytest.mark.anyio
+async def test_pollers_on_every_replica_share_one_read_per_interval(fleet: Fleet, sandbox: SandboxServer) -> None:
+    poller = TaskPoller(follow=False)
+    async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
+        task_id = await started(client, poller)
+        run_id = run_of(poller.handles[-1])
+        before = reads_of(sandbox, run_id)
+        clock = anyio.current_time()
+        async with anyio.create_task_group() as group:
+            for _ in range(30):  # 30 polls at once, round robin over the 3 replicas
+                group.start_soon(get_task, client, task_id)
+        intervals = 1 + int((anyio.current_time() - clock) // 5)
+    assert 1 <= reads_of(sandbox, run_id) - before <= intervals
+
+
+@pytest.mark.anyio
+async def test_a_run_ending_in_error_completes_with_is_error(fleet: Fleet, sandbox: SandboxServer) -> None:
+    poller = TaskPoller()  # followed by the SDK's claim resolver to the end
+    outcomes: list[tuple[str, bool]] = []
+
+    async def one() -> None:
+        result = await client.call_tool("create_agent_run", {"prompt": "Maybe fail"})
+        outcomes.append((result.structured_content["status"], result.is_error))
+
+    async with http_client(fleet.url, sandbox, extensions=[poller]) as client, anyio.create_task_group() as group:
+        for _ in range(6):  # half the sandbox's runs end in ERROR (seeded): six at once show both
+            group.start_soon(one)
+    assert ("ERROR", True) in outcomes and ("COMPLETE", False) in outcomes, outcomes
+
+
+@pytest.mark.anyio
+async def test_cancel_is_acknowledged_and_never_claims_the_run_stopped(fleet: Fleet, sandbox: SandboxServer) -> None:
+    poller = TaskPoller(follow=False)
+    async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
+        task_id = await started(client, poller)
+        ack = await request(client, CancelTask, task_id)
+        after = [await get_task(client, task_id) for _ in range(3)]  # on each replica: the request is shared
+    assert ack.model_extra == {"resultType": "complete"}
+    assert all(state.status in ("working", "completed") for state in after)
+    assert all("cannot cancel" in (state.status_message or "") and "remove_from_pull_request" in state.status_message
+               and "explicit request" in state.status_message for state in after if state.status == "working")
+
+
+@pytest.mark.anyio
+async def test_foreign_and_altered_ids_are_not_found_and_cost_nothing(fleet: Fleet, sandbox: SandboxServer) -> None:
+    poller = TaskPoller(follow=False)
+    async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
+        task_id = await started(client, poller)
+    body = task_id.removeprefix("run-task.")
+    altered = "run-task." + body[:20] + ("A" if body[20] != "A" else "B") + body[21:]
+    sent = [r for r in sandbox.request_log if r.operation == "get_agent_run"]
+    refusals: list[str] = []
+    async with http_client(fleet.url, sandbox, token=OTHER_TOKEN, extensions=[TaskPoller()]) as other:
+        with pytest.raises(MCPError) as foreign:
+            await get_task(other, task_id)
+        refusals.append(foreign.value.error.message)
+    async with http_client(fleet.url, sandbox, extensions=[TaskPoller()]) as client:
+        for bad in (altered, task_id[:-2], "run-task.x", "a" * 5000):
+            with pytest.raises(MCPError) as refused:
+                await get_task(client, bad)
+            refusals.append(refused.value.error.message)
+            assert refused.value.error.code == -32602
+    assert refusals[:4] == ["Task not found"] * 4  # the last is too long to be an id: refused as a bad parameter
+    assert [r for r in sandbox.request_log if r.operation == "get_agent_run"] == sent
+
+
+@pytest.mark.anyio
+async def test_legacy_tasks_through_the_balancer(fleet: Fleet, sandbox: SandboxServer) -> None:
+    async with http_client(fleet.url, sandbox, mode="legacy") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        answer = await call_as_task(client, "resume_agent_run", {"agent_run_id": (await client.call_tool(
+            "create_agent_run", {"prompt": "first"})).structured_content["id"], "prompt": "and then"})
+        task_id = answer["task"]["taskId"]
+        listed = await request(client, ListTasks)
+        result = await request(client, TaskResult, task_id)
+        state = await get_task(client, task_id)
+        cancelled = await request(client, CancelTask, task_id)
+        with pytest.raises(MCPError) as not_a_task:
+            await call_as_task(client, "list_agent_runs", {})
+        short = await call_as_task(client, "create_agent_run", {"prompt": "short-lived"}, ttl_ms=1000)
+        await anyio.sleep(1.2)
+        with pytest.raises(MCPError) as expired:
+            await get_task(client, short["task"]["taskId"])
+    async with http_client(fleet.url, sandbox, token=OTHER_TOKEN, mode="legacy") as other:
+        theirs = await request(other, ListTasks)
+    assert tools["create_agent_run"].execution.task_support == "optional"
+    assert tools["get_agent_run"].execution is None
+    assert answer["task"]["status"] == "working" and {"ttl", "pollInterval"} <= set(answer["task"])
+    assert task_id in [task["taskId"] for task in listed.model_extra["tasks"]]
+    assert task_id not in [task["taskId"] for task in theirs.model_extra["tasks"]]
+    assert result.model_extra["structuredContent"]["is_terminal"] is True
+    assert result.meta["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+    assert state.status == "completed" and cancelled.model_extra["status"] == "completed"
+    assert not_a_task.value.error.code == -32601
+    assert "expired" in expired.value.error.message and "get_agent_run" in expired.value.error.data["hint"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_tasks_over_stdio(sandbox: SandboxServer, mode: str) -> None:
+    poller = TaskPoller()
+    async with Client(stdio_server(sandbox_env(sandbox)), mode=mode, extensions=[poller]) as client:
+        if mode == "auto":
+            result = await client.call_tool("generate_setup_commands", {"repo_id": REPO_ID})
+        else:
+            task_id = (await call_as_task(client, "generate_setup_commands", {"repo_id": REPO_ID}))["task"]["taskId"]
+            result = await request(client, TaskResult, task_id)
+    content = result.structured_content if mode == "auto" else result.model_extra["structuredContent"]
+    assert content["is_terminal"] is True
+    assert len(poller.handles) == (1 if mode == "auto" else 0)
