@@ -126,7 +126,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, extensions=[tasks],
-                         middleware=[self._listing, tasks.legacy_middleware],
+                         middleware=[self._listing, tasks.middleware],
                          request_state_security=continuation_security(state_keys))
         # This server has no resources or prompts: it neither answers nor advertises their methods.
         drop_methods(self, "resources/", "prompts/")

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 import anyio
 from mcp import Client
-from mcp.client import ClaimContext, ClientExtension, ResultClaim
-from mcp.types import CallToolResult, Request, RequestParams, Result
+from mcp.client import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
+from mcp.types import CallToolResult, NotificationParams, Request, RequestParams, Result
 from pydantic import ConfigDict
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -60,6 +60,21 @@ class AnyResult(Result):
     model_config = ConfigDict(extra="allow")
 
 
+class ListenParams(RequestParams):
+    notifications: dict[str, Any]
+
+
+class ListenTasks(Request[ListenParams, Literal["subscriptions/listen"]]):
+    method: Literal["subscriptions/listen"] = "subscriptions/listen"
+    params: ListenParams
+
+
+class TaskNotice(NotificationParams):
+    model_config = ConfigDict(extra="allow")
+    task_id: str
+    status: str
+
+
 class TaskPoller(ClientExtension):
     """Declares the tasks extension; a `tools/call` answered with a task is followed with `tasks/get` until it ends.
     `handles` keeps every task handle seen; `follow=False` returns at once (the test polls by itself)."""
@@ -68,11 +83,18 @@ class TaskPoller(ClientExtension):
 
     def __init__(self, *, follow: bool = True, poll_seconds: float = 0.2) -> None:
         self.handles: list[TaskHandle] = []
+        self.notices: list[TaskNotice] = []
         self.follow = follow
         self.poll_seconds = poll_seconds
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=TaskHandle, resolve=self._resolve)]
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/tasks", params_type=TaskNotice, handler=self._heard)]
+
+    async def _heard(self, notice: TaskNotice) -> None:
+        self.notices.append(notice)
 
     async def _resolve(self, handle: TaskHandle, ctx: ClaimContext) -> CallToolResult:
         self.handles.append(handle)
@@ -102,3 +124,9 @@ async def call_as_task(client: Client, tool: str, arguments: dict[str, Any], ttl
     task: dict[str, Any] = {} if ttl_ms is None else {"ttl": ttl_ms}
     return await client.session._dispatcher.send_raw_request(
         "tools/call", {"name": tool, "arguments": arguments, "task": task}, {})
+
+
+async def listen(client: Client, task_ids: list[str]) -> AnyResult:
+    """`subscriptions/listen` on tasks, until the stream ends (every task ended); notices go to the TaskPoller."""
+    params = ListenParams(notifications={"taskIds": task_ids})
+    return await client.session.send_request(ListenTasks(params=params), AnyResult)

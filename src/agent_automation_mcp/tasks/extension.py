@@ -5,7 +5,7 @@ A tool that starts or continues a run answers a client that asked for a task wit
 id seals what is needed (`ids`), the service stays the one source of the run's state (`status`), and any replica
 answers. 2026-07-28: the `io.modelcontextprotocol/tasks` extension (the `tools/call` interceptor, `tasks/get`,
 `tasks/cancel`). 2025-11-25: the same methods plus `tasks/result` and `tasks/list`; a legacy `tools/call` result is
-validated as `CallToolResult`, so the task answer there comes from `legacy_middleware`, above that check.
+validated as `CallToolResult`, so the task answer there comes from `middleware`, above that check.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from ..tools.results import label
 from ..tools.runs import duration, run_result
 from .ids import TaskRecord, TaskSeal
 from .listing import TaskIndex
-from .status import Reading, RunStatus
+from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
+from .status import Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
@@ -50,6 +51,7 @@ _FAILED: Final = frozenset({"ERROR", "FAILED"})
 CANCEL_ADVICE: Final = (
     "The service cannot cancel an agent run: run {run} goes on. Closest, and only on the user's explicit request: "
     "remove_from_pull_request takes the agent off the run's pull request and stops its agents.")
+MISSING_CAPABILITY: Final = -32021  # the spec's: the request needs a client capability it did not declare
 STILL_WORKING: Final = -32000  # implementation-defined: tasks/result gave up waiting
 LEGACY_CAPABILITIES: Final = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 
@@ -63,13 +65,14 @@ class TaskListParams(RequestParams):
 
 
 class RunTasks(Extension):
-    """The tasks extension: what `MCPServer(extensions=[...])` applies, plus `legacy_middleware` for 2025-11-25."""
+    """The tasks extension: what `MCPServer(extensions=[...])` applies, plus `middleware` for 2025-11-25."""
 
     identifier = TASKS_EXTENSION
 
     def __init__(self, keys: Sequence[str], store: SharedStore) -> None:
         self.seal = TaskSeal(keys)
-        self.status = RunStatus(store)
+        self.reads = RunReads(store)
+        self.status = RunStatus(store, lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
         self.index = TaskIndex(store)
         self._cancel_asked: SharedCache[bool] = SharedCache(store, "task-cancel", 10_000)
 
@@ -91,9 +94,14 @@ class RunTasks(Extension):
         task = await self._started(ctx, params.name, result, TTL_SECONDS * 1000, legacy=False)
         return result if task is None else {"resultType": "task", **task}
 
-    async def legacy_middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """2025-11-25: tasks advertised at `initialize` and on the tools in `tools/list`, and a `tools/call` with a
-        `task` field answered with a task (the SDK would refuse that answer from a tool-call handler)."""
+    async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """What an `Extension` cannot contribute. 2026-07-28: `subscriptions/listen` on task ids (the SDK's listen
+        handler knows only its own events). 2025-11-25: tasks advertised at `initialize` and on the tools in
+        `tools/list`, and a `tools/call` with a `task` field answered with a task (the SDK would refuse that answer
+        from a tool-call handler)."""
+        if ctx.method == "subscriptions/listen":
+            wanted = ((ctx.params or {}).get("notifications") or {}).get("taskIds")
+            return await (self._listen(ctx, wanted) if isinstance(wanted, list) and wanted else call_next(ctx))
         if ctx.method == "initialize":
             wire = await call_next(ctx)
             if isinstance(wire, dict) and wire.get("protocolVersion") == LEGACY:
@@ -176,6 +184,30 @@ class RunTasks(Extension):
             reading = await self.status.read(client, record.org_id, record.run_id)
             tasks.append(await self._view(ctx, task_id, record, reading, legacy=True))
         return {"tasks": tasks, **({"nextCursor": str(start + len(ids))} if more else {})}
+
+    async def _listen(self, ctx: ServerRequestContext[Any, Any], wanted: list[Any]) -> dict[str, Any]:
+        """A listen stream on the caller's own tasks among `wanted` (the ack names them; others are left out)."""
+        capabilities = ctx.session.client_capabilities
+        if capabilities is None or TASKS_EXTENSION not in (capabilities.extensions or {}):
+            raise MCPError(code=MISSING_CAPABILITY, message="Missing required client capability",
+                           data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
+        credentials = self._credentials(ctx)
+        records: dict[str, TaskRecord] = {}
+        for task_id in wanted[:MAX_TASKS_PER_STREAM]:
+            record = self.seal.open(task_id, credentials.token_key) if isinstance(task_id, str) else None
+            if record is not None and record.expires_ms > _now_ms() and credentials.org_id in (None, record.org_id):
+                records[task_id] = record
+
+        async def view(task_id: str, reading: dict[str, Any]) -> dict[str, Any]:
+            return await self._view(ctx, task_id, records[task_id], reading_of(reading), legacy=False)
+
+        async def refresh(task_id: str) -> dict[str, Any]:
+            record = records[task_id]
+            reading = await self.status.read(self._client(ctx, credentials, record), record.org_id, record.run_id)
+            return await self._view(ctx, task_id, record, reading, legacy=False)
+
+        runs = {task_id: (record.org_id, record.run_id) for task_id, record in records.items()}
+        return await self.reads.stream(ctx, runs, view, refresh)
 
     # -- what they share ----------------------------------------------------------------------------------------
 

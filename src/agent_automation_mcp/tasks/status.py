@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -36,8 +37,12 @@ class Reading:
 
 
 class RunStatus:
-    def __init__(self, store: SharedStore) -> None:
+    """`read` is the one way to a run's status; `published` hears of every read made from the service (listeners)."""
+
+    def __init__(self, store: SharedStore,
+                 published: Callable[[int, int, dict[str, Any]], Awaitable[None]] | None = None) -> None:
         self._readings: SharedCache[dict[str, Any]] = SharedCache(store, "run-status", STATUS_ENTRIES)
+        self._published = published
 
     async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *, fresh: bool = False) -> Reading:
         """The run's status, read from the service at most once per interval for everyone following it."""
@@ -54,8 +59,11 @@ class RunStatus:
             except ApiError as exc:
                 refused.append(Reading(None, _now_ms(), math.ceil(POLL_SECONDS * 1000), exc.kind))
                 return None
-            return {"run": run.model_dump(mode="json"), "read_ms": _now_ms(),
-                    "poll_ms": math.ceil(POLL_SECONDS * 1000)}, POLL_SECONDS
+            reading = {"run": run.model_dump(mode="json"), "read_ms": _now_ms(),
+                       "poll_ms": math.ceil(POLL_SECONDS * 1000)}
+            if self._published is not None:
+                await self._published(org_id, run_id, reading)
+            return reading, POLL_SECONDS
 
         if fresh:
             answer = await fetch()
@@ -66,7 +74,12 @@ class RunStatus:
             value = await self._readings.remembered(key, fetch, fetch_seconds=READ_SECONDS)
         if value is None:
             return refused[0] if refused else Reading(None, _now_ms(), math.ceil(POLL_SECONDS * 1000), "not read")
-        return Reading(AgentRun.model_validate(value["run"]), value["read_ms"], value["poll_ms"])
+        return reading_of(value)
+
+
+def reading_of(value: dict[str, Any]) -> Reading:
+    """A reading as it is shared (cache, channel) made whole again."""
+    return Reading(AgentRun.model_validate(value["run"]), value["read_ms"], value["poll_ms"])
 
 
 def _now_ms() -> int:
