@@ -14,7 +14,17 @@ import pytest
 from harness import RATE_LIMITS, sandbox_env, stdio_server
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from task_requester import CancelTask, ListTasks, TaskPoller, TaskResult, TaskState, call_as_task, get_task, request
+from task_requester import (
+    CancelTask,
+    ListTasks,
+    TaskPoller,
+    TaskResult,
+    TaskState,
+    call_as_task,
+    get_task,
+    listen,
+    request,
+)
 from test_rollouts import Fleet, haproxy_binary
 
 from agent_automation_mcp.api.limits import parse_rate_limits
@@ -215,3 +225,26 @@ async def test_tasks_over_stdio(sandbox: SandboxServer, mode: str) -> None:
             task = (await call_as_task(client, "generate_setup_commands", {"repo_id": REPO_ID}))["task"]
             state = await get_task(client, task["taskId"])
             assert task["status"] == state.status == "working" and not poller.handles
+
+
+@pytest.mark.anyio
+async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet: Fleet,
+                                                                          sandbox: SandboxServer) -> None:
+    poller, listener = TaskPoller(follow=False), TaskPoller(follow=False)
+    async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
+        task_id = await started(client, poller)
+    async with http_client(fleet.replica(0).url, sandbox, extensions=[listener]) as listening, \
+            http_client(fleet.replica(1).url, sandbox, extensions=[TaskPoller()]) as polling:
+        async with anyio.create_task_group() as group:
+            async def hear() -> None:
+                with anyio.fail_after(60):
+                    ended.append(await listen(listening, [task_id, "run-task.not-one-of-yours"]))
+            ended: list[Any] = []
+            group.start_soon(hear)
+            state = await finished(polling, task_id)  # replica 1 reads the end; replica 0's stream hears it
+        await anyio.sleep(0.2)  # notifications may trail the stream's end
+    heard = [(notice.task_id, notice.status) for notice in listener.notices]
+    assert heard == [(task_id, "working"), (task_id, "completed")] or heard == [(task_id, "completed")], heard
+    assert state.status == "completed" and ended and ended[0].meta
+    last = listener.notices[-1].model_extra
+    assert last["result"] == state.model_extra["result"]
