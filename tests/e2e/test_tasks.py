@@ -3,9 +3,12 @@ and through HAProxy round robin to 3 replicas on one Redis (one fleet for every 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -34,6 +37,7 @@ from catalogue import REPO_ID
 from pacing.redis_server import RedisServer
 
 OTHER_TOKEN = "another-tenant-token"
+TS_CLIENT = Path(__file__).parent / "ts_client"
 MAX_POLLS = 60
 
 
@@ -248,3 +252,22 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
     assert state.status == "completed" and ended and ended[0].meta
     last = listener.notices[-1].model_extra
     assert last["result"] == state.model_extra["result"]
+
+
+@pytest.mark.anyio
+async def test_the_typescript_sdk_calls_a_tool_as_a_task(fleet: Fleet, sandbox: SandboxServer) -> None:
+    """A client no one here wrote: the pinned `@modelcontextprotocol/sdk` (2025-11-25 tasks), through the balancer."""
+    if shutil.which("node") is None or not (TS_CLIENT / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        pytest.skip("tests/e2e/ts_client is not installed (npm ci --prefix tests/e2e/ts_client; .ci/run does it)")
+    env = {**os.environ, "MCP_TOKEN": sandbox.token, "MCP_ORG": str(sandbox.org_id)}
+    done = await anyio.run_process(["node", str(TS_CLIENT / "task_client.mjs"), fleet.url, "create_agent_run",
+                                    json.dumps({"prompt": "From TypeScript"})], env=env, check=False)
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    kinds = [line["type"] for line in lines]
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert lines[0]["version"] == "2025-11-25" and "tasks" in lines[0]["capabilities"]
+    assert kinds[:2] == ["protocol", "taskCreated"] and kinds[-3:] == ["result", "get", "list"], kinds
+    task_id = lines[1]["task"]["taskId"]
+    result = lines[-3]["result"]
+    assert result["structuredContent"]["is_terminal"] is True and "resultType" not in result
+    assert lines[-2]["task"]["status"] == "completed" and task_id in lines[-1]["tasks"]

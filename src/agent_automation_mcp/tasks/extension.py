@@ -162,7 +162,8 @@ class RunTasks(Extension):
             if reading.run is not None and reading.run.is_terminal:
                 result = self._final(ctx, reading.run)
                 meta = {"io.modelcontextprotocol/related-task": {"taskId": params.task_id}}
-                return {**result.model_dump(mode="json", by_alias=True, exclude_none=True), "_meta": meta}
+                wire = result.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"result_type"})
+                return {**wire, "_meta": meta}
             left = give_up - time.monotonic()
             if left <= 0:
                 raise MCPError(code=STILL_WORKING, message=(
