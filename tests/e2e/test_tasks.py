@@ -198,7 +198,10 @@ async def test_legacy_tasks_through_the_balancer(fleet: Fleet, sandbox: SandboxS
         listed = await request(client, ListTasks)
         result = await request(client, TaskResult, task_id)  # the run ran 1.5 s: the short task's 1 s are over
         state = await get_task(client, task_id)
-        cancelled = await request(client, CancelTask, task_id)
+        with pytest.raises(MCPError) as ended:
+            await request(client, CancelTask, task_id)
+        working = (await call_as_task(client, "create_agent_run", {"prompt": "cancel me"}))["task"]["taskId"]
+        cancelled = await request(client, CancelTask, working)
         with pytest.raises(MCPError) as not_a_task:
             await call_as_task(client, "list_agent_runs", {})
         with pytest.raises(MCPError) as expired:
@@ -212,7 +215,8 @@ async def test_legacy_tasks_through_the_balancer(fleet: Fleet, sandbox: SandboxS
     assert task_id not in [task["taskId"] for task in theirs.model_extra["tasks"]]
     assert result.model_extra["structuredContent"]["is_terminal"] is True
     assert result.meta["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
-    assert state.status == "completed" and cancelled.model_extra["status"] == "completed"
+    assert state.status == "completed" and ended.value.error.message == "Task already completed: nothing to cancel"
+    assert cancelled.model_extra["status"] == "working" and "cannot cancel" in cancelled.model_extra["statusMessage"]
     assert not_a_task.value.error.code == -32601
     assert "expired" in expired.value.error.message and "get_agent_run" in expired.value.error.data["hint"]
 

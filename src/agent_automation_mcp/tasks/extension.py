@@ -36,7 +36,7 @@ from ..tools.runs import duration, run_result
 from .ids import TaskRecord, TaskSeal
 from .listing import TaskIndex
 from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
-from .status import Reading, RunStatus, reading_of
+from .status import READ_SECONDS, Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
@@ -45,7 +45,7 @@ RUN_ID_FIELDS: Final = {"create_agent_run": "id", "resume_agent_run": "id", "gen
                         "analyze_sandbox_logs": "agent_run_id"}
 TTL_SECONDS: Final = 24 * 3600  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
-RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this, then says to ask again
+RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (its last read within), then says so
 _STOPPED: Final = frozenset({"STOPPED", "CANCELLED", "CANCELED"})  # the service's word that a run was stopped
 _FAILED: Final = frozenset({"ERROR", "FAILED"})
 CANCEL_ADVICE: Final = (
@@ -151,14 +151,18 @@ class RunTasks(Extension):
         if ctx.protocol_version != LEGACY:
             return {"resultType": "complete"}
         reading = await self.status.read(client, record.org_id, record.run_id)
-        return await self._view(ctx, params.task_id, record, reading, legacy=True)
+        task = await self._view(ctx, params.task_id, record, reading, legacy=True)
+        if task["status"] != "working":  # the 2025-11-25 rule for a task that has ended
+            raise MCPError(code=INVALID_PARAMS, message=f"Task already {task['status']}: nothing to cancel")
+        return task
 
     async def _result(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         """The run's final answer, waited for within the call budget and never longer."""
         client, record = await self._open(ctx, params.task_id)
         give_up = time.monotonic() + RESULT_SECONDS
         while True:
-            reading = await self.status.read(client, record.org_id, record.run_id)
+            seconds = max(1.0, min(READ_SECONDS, give_up - time.monotonic()))
+            reading = await self.status.read(client, record.org_id, record.run_id, seconds=seconds)
             if reading.run is not None and reading.run.is_terminal:
                 result = self._final(ctx, reading.run)
                 meta = {"io.modelcontextprotocol/related-task": {"taskId": params.task_id}}

@@ -44,14 +44,16 @@ class RunStatus:
         self._readings: SharedCache[dict[str, Any]] = SharedCache(store, "run-status", STATUS_ENTRIES)
         self._published = published
 
-    async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *, fresh: bool = False) -> Reading:
-        """The run's status, read from the service at most once per interval for everyone following it."""
+    async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *, fresh: bool = False,
+                   seconds: float = READ_SECONDS) -> Reading:
+        """The run's status, read from the service at most once per interval for everyone following it, within
+        `seconds` (a wait for another replica's read included)."""
         key = f"org{org_id}-run{run_id}"
         refused: list[Reading] = []
 
         async def fetch() -> tuple[dict[str, Any], float] | None:
             try:
-                run = await client.within(READ_SECONDS).get_agent_run(run_id)
+                run = await client.within(seconds).get_agent_run(run_id)
             except RateLimitError as exc:  # nothing was sent: say when to come back
                 wait = min(MAX_POLL_SECONDS, max(POLL_SECONDS, exc.retry_after or POLL_SECONDS))
                 refused.append(Reading(None, _now_ms(), math.ceil(wait * 1000), exc.kind))
@@ -71,7 +73,7 @@ class RunStatus:
                 await self._readings.put(key, *answer)
             value = answer[0] if answer is not None else None
         else:
-            value = await self._readings.remembered(key, fetch, fetch_seconds=READ_SECONDS)
+            value = await self._readings.remembered(key, fetch, fetch_seconds=seconds)
         if value is None:
             return refused[0] if refused else Reading(None, _now_ms(), math.ceil(POLL_SECONDS * 1000), "not read")
         return reading_of(value)
