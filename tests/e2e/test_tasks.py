@@ -251,6 +251,10 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
             group.start_soon(hear)
             state = await finished(polling, task_id)  # replica 1 reads the end; replica 0's stream hears it
         await anyio.sleep(0.2)  # notifications may trail the stream's end
+    async with http_client(fleet.replica(2).url, sandbox) as undeclared:
+        with pytest.raises(MCPError) as missing:
+            await listen(undeclared, [task_id])
+    assert missing.value.error.code == -32021
     heard = [(notice.task_id, notice.status) for notice in listener.notices]
     assert heard == [(task_id, "working"), (task_id, "completed")] or heard == [(task_id, "completed")], heard
     assert state.status == "completed" and ended and ended[0].meta

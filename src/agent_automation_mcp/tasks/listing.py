@@ -14,6 +14,7 @@ from ..caching import KEY_PREFIX, ExpiringCache, SharedStore
 MAX_TASKS: Final = 100  # per token: older ones leave the list (their ids still work)
 PAGE_TASKS: Final = 10  # per tasks/list answer: each is read from the service (shared reads), within the budget
 MAX_TOKENS: Final = 10_000
+MAX_TTL_MS: Final = 24 * 3600 * 1000  # no task outlives this: a token's list goes a day after its last task
 
 
 class TaskIndex:
@@ -32,7 +33,7 @@ class TaskIndex:
                 async with redis.pipeline(transaction=True) as pipe:
                     key = self._key(token_key)
                     pipe.zadd(key, {task_id: expires_ms}).zremrangebyscore(key, "-inf", now)
-                    pipe.zremrangebyrank(key, 0, -MAX_TASKS - 1).pexpireat(key, expires_ms, gt=True)
+                    pipe.zremrangebyrank(key, 0, -MAX_TASKS - 1).pexpire(key, MAX_TTL_MS)
                     await pipe.execute()
                 return
             except self._store.failures as exc:
