@@ -33,7 +33,7 @@ from ..caching import SharedCache, SharedStore
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.results import label
 from ..tools.runs import duration, run_result
-from .ids import TaskRecord, TaskSeal
+from .ids import TaskRecord, TaskSeal, now_ms
 from .listing import TaskIndex
 from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
 from .status import READ_SECONDS, Reading, RunStatus, reading_of
@@ -147,7 +147,7 @@ class RunTasks(Extension):
         the run stopped."""
         client, record = await self._open(ctx, params.task_id)
         await self._cancel_asked.put(_digest(params.task_id), True,
-                                     max(1.0, (record.expires_ms - _now_ms()) / 1000))
+                                     max(1.0, (record.expires_ms - now_ms()) / 1000))
         if ctx.protocol_version != LEGACY:
             return {"resultType": "complete"}
         reading = await self.status.read(client, record.org_id, record.run_id)
@@ -200,7 +200,7 @@ class RunTasks(Extension):
         records: dict[str, TaskRecord] = {}
         for task_id in wanted[:MAX_TASKS_PER_STREAM]:
             record = self.seal.open(task_id, credentials.token_key) if isinstance(task_id, str) else None
-            if record is not None and record.expires_ms > _now_ms() and credentials.org_id in (None, record.org_id):
+            if record is not None and record.expires_ms > now_ms() and credentials.org_id in (None, record.org_id):
                 records[task_id] = record
 
         async def view(task_id: str, reading: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +228,7 @@ class RunTasks(Extension):
             state = _state(ctx)
             client = await client_for(Context(request_context=ctx))
             org_id = await state.organizations.resolve(client, state.callers.organization_hint)
-        record = TaskRecord(org_id, run_id, tool, _now_ms(), ttl_ms)
+        record = TaskRecord(org_id, run_id, tool, now_ms(), ttl_ms)
         task_id = self.seal.seal(record, credentials.token_key)
         await self.index.add(credentials.token_key, task_id, record.expires_ms)
         status = (result.structured_content or {}).get("status")
@@ -242,7 +242,7 @@ class RunTasks(Extension):
         advice = (" " + CANCEL_ADVICE.format(run=record.run_id)
                   if await self._cancel_asked.get(_digest(task_id)) else "")
         if run is None or not run.is_terminal:
-            since = duration(max(0, (_now_ms() - record.created_ms) // 1000))
+            since = duration(max(0, (now_ms() - record.created_ms) // 1000))
             said = (f"Run {record.run_id} is {label(run.status if run else None)}, {since} since {record.tool} "
                     "started this task")
             if reading.problem is not None:
@@ -283,7 +283,7 @@ class RunTasks(Extension):
         if record is None or (credentials.org_id is not None and credentials.org_id != record.org_id):
             raise MCPError(code=INVALID_PARAMS, message="Task not found",
                            data={"hint": "Use the taskId a tools/call answered you with, unchanged."})
-        if _now_ms() >= record.expires_ms:
+        if now_ms() >= record.expires_ms:
             raise MCPError(code=INVALID_PARAMS, message=f"Task not found: it expired at {_iso(record.expires_ms)}",
                            data={"hint": f"Follow run {record.run_id} with get_agent_run."})
         return self._client(ctx, credentials, record), record
@@ -311,9 +311,6 @@ def _state(ctx: ServerRequestContext[Any, Any]) -> ServerState:
 def _digest(task_id: str) -> str:
     return hashlib.sha256(task_id.encode()).hexdigest()[:32]
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _iso(ms: int) -> str:

@@ -13,6 +13,7 @@ import base64
 import binascii
 import json
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -75,6 +76,11 @@ class TaskSeal:
             org_id, run_id, tool, created_ms, ttl_ms = json.loads(payload)
             return TaskRecord(org_id, run_id, tool, created_ms, ttl_ms)
         return None
+
+
+def now_ms() -> int:
+    """Unix milliseconds: the clock of task records and readings."""
+    return int(time.time() * 1000)
 
 
 def _derived(key: str | bytes) -> bytes:

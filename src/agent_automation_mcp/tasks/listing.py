@@ -6,10 +6,10 @@ token, the newest kept; in Redis when one is configured, so every replica lists 
 
 from __future__ import annotations
 
-import time
 from typing import Final
 
 from ..caching import KEY_PREFIX, ExpiringCache, SharedStore
+from .ids import now_ms
 
 MAX_TASKS: Final = 100  # per token: older ones leave the list (their ids still work)
 PAGE_TASKS: Final = 10  # per tasks/list answer: each is read from the service (shared reads), within the budget
@@ -27,7 +27,7 @@ class TaskIndex:
         return f"{KEY_PREFIX}:{{{token_key}}}:tasks"
 
     async def add(self, token_key: str, task_id: str, expires_ms: int) -> None:
-        now = _now_ms()
+        now = now_ms()
         if (redis := self._store.reachable()) is not None:
             try:
                 async with redis.pipeline(transaction=True) as pipe:
@@ -45,7 +45,7 @@ class TaskIndex:
 
     async def page(self, token_key: str, start: int) -> tuple[list[str], bool]:
         """Up to `PAGE_TASKS` ids from `start`, the latest to expire first, and whether more follow."""
-        now = _now_ms()
+        now = now_ms()
         if (redis := self._store.reachable()) is not None:
             try:
                 ids = await redis.zrevrangebyscore(self._key(token_key), "+inf", now + 1, start=start,
@@ -59,6 +59,3 @@ class TaskIndex:
         ids = [tid for _, tid in held[start:start + PAGE_TASKS + 1]]
         return ids[:PAGE_TASKS], len(ids) > PAGE_TASKS
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -9,7 +9,6 @@ pacing: when this token's budget is spent, the wait it was told is the interval.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -18,6 +17,7 @@ from ..api.client import AgentAutomationClient
 from ..api.errors import ApiError, RateLimitError
 from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
+from .ids import now_ms
 
 POLL_SECONDS: Final = 5.0  # a run takes minutes: a status five seconds old loses the client nothing
 MAX_POLL_SECONDS: Final = 300.0
@@ -56,12 +56,12 @@ class RunStatus:
                 run = await client.within(seconds).get_agent_run(run_id)
             except RateLimitError as exc:  # nothing was sent: say when to come back
                 wait = min(MAX_POLL_SECONDS, max(POLL_SECONDS, exc.retry_after or POLL_SECONDS))
-                refused.append(Reading(None, _now_ms(), math.ceil(wait * 1000), exc.kind))
+                refused.append(Reading(None, now_ms(), math.ceil(wait * 1000), exc.kind))
                 return None
             except ApiError as exc:
-                refused.append(Reading(None, _now_ms(), math.ceil(POLL_SECONDS * 1000), exc.kind))
+                refused.append(Reading(None, now_ms(), math.ceil(POLL_SECONDS * 1000), exc.kind))
                 return None
-            reading = {"run": run.model_dump(mode="json"), "read_ms": _now_ms(),
+            reading = {"run": run.model_dump(mode="json"), "read_ms": now_ms(),
                        "poll_ms": math.ceil(POLL_SECONDS * 1000)}
             if self._published is not None:
                 await self._published(org_id, run_id, reading)
@@ -75,7 +75,7 @@ class RunStatus:
         else:
             value = await self._readings.remembered(key, fetch, fetch_seconds=seconds)
         if value is None:
-            return refused[0] if refused else Reading(None, _now_ms(), math.ceil(POLL_SECONDS * 1000), "not read")
+            return refused[0] if refused else Reading(None, now_ms(), math.ceil(POLL_SECONDS * 1000), "not read")
         return reading_of(value)
 
 
@@ -83,6 +83,3 @@ def reading_of(value: dict[str, Any]) -> Reading:
     """A reading as it is shared (cache, channel) made whole again."""
     return Reading(AgentRun.model_validate(value["run"]), value["read_ms"], value["poll_ms"])
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
