@@ -143,6 +143,13 @@ def render(result: dict[str, Any], command: str, load_before: float) -> str:
         "",
         f"CPU of the replica per call, sequential calls on one replica: `tasks/get` {result['cpu']['tasks/get']} ms, "
         f"`get_agent_run` {result['cpu']['get_agent_run']} ms (which reads the run from the service each time).",
+        "",
+        "Reads per run stay at one per poll interval (12 a minute at 5 s) whatever the number of pollers and "
+        "whichever replica each poll reaches: the replica whose cached reading has expired reads, the others wait "
+        "for its answer in Redis. Polling `get_agent_run` instead sends one request per poll: 100 clients once a "
+        "second would be 6,000 a minute, a hundred times the service's `standard` limit (60 per 30 s), so the "
+        "pacer would hold them back. A `tasks/get` answered from a shared reading costs the replica about two "
+        "fifths of the CPU of a `get_agent_run` (no request to send, no answer to parse).",
     ]
     return "\n".join(lines) + "\n"
 

@@ -103,26 +103,22 @@ class RunTasks(Extension):
             wanted = ((ctx.params or {}).get("notifications") or {}).get("taskIds")
             return await (self._listen(ctx, wanted) if isinstance(wanted, list) and wanted else call_next(ctx))
         if ctx.method == "initialize":
-            wire = await call_next(ctx)
-            if isinstance(wire, dict) and wire.get("protocolVersion") == LEGACY:
-                wire = {**wire, "capabilities": {**wire.get("capabilities", {}), "tasks": LEGACY_CAPABILITIES}}
-            return wire
-        if ctx.protocol_version != LEGACY or ctx.method not in ("tools/list", "tools/call"):
+            return _advertised(await call_next(ctx))
+        if ctx.protocol_version != LEGACY:
             return await call_next(ctx)
         if ctx.method == "tools/list":
-            wire = await call_next(ctx)
-            if isinstance(wire, dict) and isinstance(wire.get("tools"), list):
-                wire = {**wire, "tools": [{**tool, "execution": {"taskSupport": "optional"}}
-                                          if tool.get("name") in RUN_ID_FIELDS else tool for tool in wire["tools"]]}
-            return wire
+            return _declared(await call_next(ctx))
+        if ctx.method == "tools/call" and isinstance((ctx.params or {}).get("task"), dict):
+            return await self._legacy_call(ctx, call_next)
+        return await call_next(ctx)
+
+    async def _legacy_call(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """A 2025-11-25 `tools/call` with a `task` field: the tool runs as it would, and a run it starts is a task."""
         params = dict(ctx.params or {})
-        asked = params.pop("task", None)
-        if not isinstance(asked, dict):
-            return await call_next(ctx)
-        name = params.get("name")
+        asked, name = params.pop("task"), params.get("name")
         if name not in RUN_ID_FIELDS:
-            raise MCPError(code=METHOD_NOT_FOUND, message=f"{name} does not run as a task (its execution.taskSupport "
-                                                          "is absent): call it without `task`")
+            raise MCPError(code=METHOD_NOT_FOUND, message=f"{str(name)[:80]!r} does not run as a task (its "
+                                                          "execution.taskSupport is absent): call it without `task`")
         ttl = asked.get("ttl")
         ttl_ms = TTL_SECONDS * 1000 if not isinstance(ttl, int) else min(max(ttl, MIN_TTL_SECONDS * 1000),
                                                                           TTL_SECONDS * 1000)
@@ -300,6 +296,21 @@ class RunTasks(Extension):
     def _client(ctx: ServerRequestContext[Any, Any], credentials: Credentials,
                 record: TaskRecord) -> AgentAutomationClient:
         return AgentAutomationClient(_state(ctx).transport, replace(credentials, org_id=record.org_id))
+
+
+def _advertised(wire: HandlerResult) -> HandlerResult:
+    """A 2025-11-25 `initialize` result with the `tasks` capability (the SDK 2.3 no longer adds it)."""
+    if isinstance(wire, dict) and wire.get("protocolVersion") == LEGACY:
+        return {**wire, "capabilities": {**wire.get("capabilities", {}), "tasks": LEGACY_CAPABILITIES}}
+    return wire
+
+
+def _declared(wire: HandlerResult) -> HandlerResult:
+    """A 2025-11-25 `tools/list` result whose run-starting tools declare task support (for the host only)."""
+    if isinstance(wire, dict) and isinstance(wire.get("tools"), list):
+        return {**wire, "tools": [{**tool, "execution": {"taskSupport": "optional"}}
+                                  if tool.get("name") in RUN_ID_FIELDS else tool for tool in wire["tools"]]}
+    return wire
 
 
 def _state(ctx: ServerRequestContext[Any, Any]) -> ServerState:
