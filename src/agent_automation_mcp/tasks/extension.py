@@ -179,7 +179,7 @@ class RunTasks(Extension):
         tasks = []
         for task_id in ids:
             record = self.seal.open(task_id, credentials.token_key)
-            if record is None or (credentials.org_id is not None and record.org_id != credentials.org_id):
+            if record is None or record.expires_ms <= now_ms() or credentials.org_id not in (None, record.org_id):
                 continue
             client = self._client(ctx, credentials, record)
             reading = await self.status.read(client, record.org_id, record.run_id)
@@ -226,7 +226,7 @@ class RunTasks(Extension):
             org_id = await state.organizations.resolve(client, state.callers.organization_hint)
         record = TaskRecord(org_id, run_id, tool, now_ms(), ttl_ms)
         task_id = self.seal.seal(record, credentials.token_key)
-        await self.index.add(credentials.token_key, task_id, record.expires_ms)
+        await self.index.add(credentials.token_key, task_id, record.created_ms)
         status = (result.structured_content or {}).get("status")
         message = f"{tool} started a task following run {run_id} ({label(status)})"
         return self._task(task_id, record, "working", message, record.created_ms, legacy=legacy)
