@@ -77,7 +77,8 @@ class TaskNotice(NotificationParams):
 
 class TaskPoller(ClientExtension):
     """Declares the tasks extension; a `tools/call` answered with a task is followed with `tasks/get` until it ends.
-    `handles` keeps every task handle seen; `follow=False` returns at once (the test polls by itself)."""
+    `handles` keeps every task handle seen; `follow=False` returns at once (the test polls by itself). It polls every
+    `poll_seconds`, the first time after that long."""
 
     identifier = TASKS
 
@@ -101,10 +102,10 @@ class TaskPoller(ClientExtension):
         if not self.follow:
             return CallToolResult(content=[], structured_content={"task": handle.model_dump(by_alias=True)})
         for _ in range(MAX_POLLS):
+            await anyio.sleep(self.poll_seconds)
             state = await ctx.session.send_request(GetTask(params=TaskIdParams(task_id=handle.task_id)), TaskState)
             if state.status != "working":
                 return CallToolResult.model_validate((state.model_extra or {})["result"])
-            await anyio.sleep(self.poll_seconds)
         raise AssertionError(f"task {handle.task_id} still working after {MAX_POLLS} polls")
 
 
