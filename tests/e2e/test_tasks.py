@@ -44,7 +44,8 @@ RUN_SECONDS = 1.5  # from create or resume to the end of a sandbox run
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[SandboxServer]:
-    config = SandboxConfig(run_seconds=RUN_SECONDS, seed=5, run_error_fraction=0.5, tokens=(DEMO_TOKEN, OTHER_TOKEN),
+    config = SandboxConfig(run_seconds=RUN_SECONDS, seed=5, visible_orgs=2, run_error_fraction=0.5,
+                           tokens=(DEMO_TOKEN, OTHER_TOKEN),
                            rate_limits=parse_rate_limits(RATE_LIMITS))
     with SandboxServer(config) as server:
         yield server
@@ -68,8 +69,10 @@ def fleet(sandbox: SandboxServer) -> Iterator[Fleet]:
         redis.stop()
 
 
-def http_client(url: str, sandbox: SandboxServer, token: str = DEMO_TOKEN, **options: Any) -> Client:
-    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}", "x-organization-id": str(sandbox.org_id)},
+def http_client(url: str, sandbox: SandboxServer, token: str = DEMO_TOKEN, org_id: int | None = None,
+                **options: Any) -> Client:
+    organisation = str(org_id if org_id is not None else sandbox.org_id)
+    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}", "x-organization-id": organisation},
                               timeout=httpx2.Timeout(30, read=90))
     return Client(streamable_http_client(url, http_client=http), **options)
 
@@ -179,13 +182,18 @@ async def test_foreign_and_altered_ids_are_not_found_and_cost_nothing(fleet: Fle
         with pytest.raises(MCPError) as foreign:
             await get_task(other, task_id)
         refusals.append(foreign.value.error.message)
+    other_org = next(org for org in sandbox.state.config.visible_org_ids if org != sandbox.org_id)
+    async with http_client(fleet.url, sandbox, extensions=[TaskPoller()], org_id=other_org) as elsewhere:
+        with pytest.raises(MCPError) as other_organisation:  # the same token, in another organisation
+            await get_task(elsewhere, task_id)
+        refusals.append(other_organisation.value.error.message)
     async with http_client(fleet.url, sandbox, extensions=[TaskPoller()]) as client:
         for bad in (altered, task_id[:-2], "run-task.x", "a" * 5000):
             with pytest.raises(MCPError) as refused:
                 await get_task(client, bad)
             refusals.append(refused.value.error.message)
             assert refused.value.error.code == -32602
-    assert refusals[:4] == ["Task not found"] * 4  # the last is too long to be an id: refused as a bad parameter
+    assert refusals[:5] == ["Task not found"] * 5  # the last is too long to be an id: refused as a bad parameter
     assert [r for r in sandbox.request_log if r.operation == "get_agent_run"] == sent
 
 
