@@ -1,9 +1,10 @@
 """The one read of an agent run's status that every follower of the run shares.
 
-Tasks poll it and a future webhook delivery may trigger it (`RunStatus.read` with `fresh=True`); whoever asks, one
-read of a run serves every poll of it for a poll interval, across replicas through Redis (this process's memory
-without one), so a hundred clients polling one run cost the service one request per interval. The interval follows
-pacing: when this token's budget is spent, the wait it was told is the interval.
+Tasks and their listen streams call `RunStatus.read`, and so would a webhook delivery announcing a run's end (once
+it drops the run's reading). Whoever asks, one read of a run serves every poll of it for a poll interval, across
+replicas through Redis (this process's memory without one), so a hundred clients polling one run cost the service
+one request per interval. The interval follows pacing: when this token's budget is spent, the wait it was told is
+the interval.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class RunStatus:
         self._readings: SharedCache[dict[str, Any]] = SharedCache(store, "run-status", STATUS_ENTRIES)
         self._published = published
 
-    async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *, fresh: bool = False,
+    async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *,
                    seconds: float = READ_SECONDS) -> Reading:
         """The run's status, read from the service at most once per interval for everyone following it, within
         `seconds` (a wait for another replica's read included)."""
@@ -67,13 +68,7 @@ class RunStatus:
                 await self._published(org_id, run_id, reading)
             return reading, POLL_SECONDS
 
-        if fresh:
-            answer = await fetch()
-            if answer is not None:
-                await self._readings.put(key, *answer)
-            value = answer[0] if answer is not None else None
-        else:
-            value = await self._readings.remembered(key, fetch, fetch_seconds=seconds)
+        value = await self._readings.remembered(key, fetch, fetch_seconds=seconds)
         if value is None:
             return refused[0] if refused else Reading(None, now_ms(), math.ceil(POLL_SECONDS * 1000), "not read")
         return reading_of(value)
