@@ -18,6 +18,7 @@ from harness import RATE_LIMITS, sandbox_env, stdio_server
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from task_requester import (
+    TASKS,
     CancelTask,
     ListTasks,
     TaskPoller,
@@ -107,9 +108,10 @@ async def test_tasks_are_followed_on_every_replica_to_the_run_result(fleet: Flee
     poller = TaskPoller(follow=False)
     async with http_client(fleet.url, sandbox) as client:  # no extension: the run, as before
         plain = await client.call_tool("create_agent_run", {"prompt": "No task for me"})
+        advertised = client.server_capabilities.extensions or {}
     async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
         task_ids = [await started(client, poller) for _ in range(6)]  # half the sandbox's runs end in ERROR (seeded)
-    assert "id" in plain.structured_content and len(poller.handles) == 6
+    assert "id" in plain.structured_content and len(poller.handles) == 6 and TASKS in advertised
     handle = poller.handles[0]
     assert handle.status == "working" and handle.last_updated_at
     assert {"ttlMs", "pollIntervalMs"} <= set(handle.model_extra or {})
