@@ -14,9 +14,10 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, sandbox_env, stdio_server
+from harness import RATE_LIMITS, HttpServer, sandbox_env, stdio_server
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 from task_requester import (
     TASKS,
     CancelTask,
@@ -82,6 +83,13 @@ def run_of(handle: TaskState) -> int:
     found = re.search(r"following run (\d+)", handle.status_message or "")
     assert found, handle
     return int(found[1])
+
+
+def upstream_reads(replica: HttpServer) -> float:
+    """Requests this replica sent to the service so far (its metrics), all of them status reads in these tests."""
+    text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "agent_automation_upstream_requests_total" and sample.labels["bucket"] == "standard")
 
 
 def reads_of(sandbox: SandboxServer, run_id: int) -> int:
@@ -255,6 +263,7 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
     poller, listener = TaskPoller(follow=False), TaskPoller(follow=False)
     async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
         task_id = await started(client, poller)
+    before = [upstream_reads(fleet.replica(index)) for index in (0, 1)]
     async with http_client(fleet.replica(0).url, sandbox, extensions=[listener]) as listening, \
             http_client(fleet.replica(1).url, sandbox, extensions=[TaskPoller()]) as polling:
         async with anyio.create_task_group() as group:
@@ -269,8 +278,13 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
         with pytest.raises(MCPError) as missing:
             await listen(undeclared, [task_id])
     assert missing.value.error.code == -32021
+    listener_reads, poller_reads = (upstream_reads(fleet.replica(index)) - was for index, was in zip((0, 1), before,
+                                                                                                   strict=True))
     heard = [(notice.task_id, notice.status) for notice in listener.notices]
-    assert heard == [(task_id, "working"), (task_id, "completed")] or heard == [(task_id, "completed")], heard
+    # Replica 1's polls read the end (the listening stream reads only after 1.5 intervals with no read by anyone):
+    # replica 0 made at most the stream's first read, which found the run working.
+    assert poller_reads >= 1 and listener_reads <= 1 and heard[0][1] == "working"
+    assert heard == [(task_id, "working"), (task_id, "completed")], heard
     assert state.status == "completed" and ended and ended[0].meta
     last = listener.notices[-1].model_extra
     assert last["result"] == state.model_extra["result"]

@@ -4,7 +4,8 @@ Every status read of a run (`RunStatus`, whichever replica makes it, for whichev
 run's channel: through Redis to every replica, or on the SDK's in-process `SubscriptionBus` without one. A listen
 stream follows the channels of its tasks' runs and sends a task's state when its status changes, so a client hears
 the end of a run on the replica it listens on, whichever replica read it. With nobody polling, the stream reads its
-runs itself, at `pollIntervalMs` (the reads are the shared ones: no more requests to the service than a poller).
+runs itself, every one and a half `pollIntervalMs` (the reads are the shared ones: no more requests to the service
+than a poller).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ MAX_STREAMS: Final = 256  # listen streams on tasks held open at once on one rep
 MAX_TASKS_PER_STREAM: Final = 20
 STREAM_SECONDS: Final = 900.0  # then the stream ends gracefully; the client listens again (no state is lost)
 EVENTS_BUFFERED: Final = 64
+# A stream reads its runs itself only after this many poll intervals without a read by anyone: while clients poll
+# (on any replica), their reads reach it through the channel and it adds none.
+SELF_READ_AFTER: Final = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +122,8 @@ class RunReads:
                     for task_id in tasks:  # where each stands now (a read shared with every poller)
                         await tell(task_id, await refresh(task_id))
                     while any(state["status"] == "working" for state in last.values()):
-                        with anyio.move_on_after(min(_poll_seconds(state) for state in last.values())) as waited:
+                        quiet = SELF_READ_AFTER * min(_poll_seconds(state) for state in last.values())
+                        with anyio.move_on_after(quiet) as waited:
                             event = await receive.receive()
                             for task_id, run in tasks.items():
                                 if run == (event.org_id, event.run_id):
