@@ -63,3 +63,24 @@ async def test_a_tokens_task_list_is_its_own_newest_first_and_bounded() -> None:
     assert first[:2] == [f"task-{MAX_TASKS + 4}", f"task-{MAX_TASKS + 3}"] and len(first) == PAGE_TASKS
     assert len(listed) == MAX_TASKS and "task-of-b" not in listed and "task-4" not in listed
     assert "a-day-old" not in listed
+
+
+@pytest.mark.anyio
+async def test_errors_are_shared_like_a_status_and_a_gone_run_ends_the_task(sandbox: SandboxServer) -> None:
+    settings = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url, timeout=5.0)
+    async with ApiTransport(settings) as transport:
+        client = AgentAutomationClient(transport, Credentials(sandbox.token, sandbox.org_id)).within(20)
+        run = await client.create_agent_run("Fail to read me")
+        status = RunStatus(SharedStore())
+        sent = len(sandbox.request_log)
+        sandbox.faults.error_rate, sandbox.faults.operations = 1.0, frozenset({"get_agent_run"})
+        try:
+            failing = [await status.read(client, sandbox.org_id, run.id) for _ in range(20)]
+        finally:
+            sandbox.faults.error_rate, sandbox.faults.operations = 0.0, None
+        attempts = len(sandbox.request_log) - sent  # one read, with the transport's own retries of a safe GET
+        gone = [await status.read(client, sandbox.org_id, 987_654) for _ in range(5)]
+    assert {(r.run, r.problem, r.ended) for r in failing} == {(None, "server_error", None)} and attempts <= 3
+    assert all(r.ended is not None and r.ended.is_error for r in gone)
+    assert gone[0].ended.structured_content["error"]["kind"] == "not_found"
+    assert len([r for r in sandbox.request_log if r.path.endswith("/987654")]) == 1

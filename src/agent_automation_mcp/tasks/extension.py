@@ -159,8 +159,8 @@ class RunTasks(Extension):
         while True:
             seconds = max(1.0, min(READ_SECONDS, give_up - time.monotonic()))
             reading = await self.status.read(client, record.org_id, record.run_id, seconds=seconds)
-            if reading.run is not None and reading.run.is_terminal:
-                result = self._final(ctx, reading.run)
+            result = self._ending(ctx, reading)
+            if result is not None:
                 meta = {"io.modelcontextprotocol/related-task": {"taskId": params.task_id}}
                 wire = result.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"result_type"})
                 return {**wire, "_meta": meta}
@@ -234,28 +234,36 @@ class RunTasks(Extension):
     async def _view(self, ctx: ServerRequestContext[Any, Any], task_id: str, record: TaskRecord, reading: Reading, *,
                     legacy: bool) -> dict[str, Any]:
         """The task as `reading` shows its run; the service's text never enters the message (a status word only)."""
-        run = reading.run
-        advice = (" " + CANCEL_ADVICE.format(run=record.run_id)
-                  if await self._cancel_asked.get(_digest(task_id)) else "")
-        if run is None or not run.is_terminal:
+        run, result = reading.run, self._ending(ctx, reading)
+        if result is None:
             since = duration(max(0, (now_ms() - record.created_ms) // 1000))
             said = (f"Run {record.run_id} is {label(run.status if run else None)}, {since} since {record.tool} "
                     "started this task")
             if reading.problem is not None:
-                said = f"Run {record.run_id}'s status could not be read just now ({reading.problem}); asking again " \
-                       f"in {reading.poll_ms // 1000} s"
-            return self._task(task_id, record, "working", said + advice, reading.read_ms, reading.poll_ms,
-                              legacy=legacy)
-        status = (run.status or "").strip().upper()
+                said = (f"Run {record.run_id}'s status could not be read just now ({reading.problem}); asking again "
+                        f"in {reading.poll_ms // 1000} s")
+            if await self._cancel_asked.get(_digest(task_id)):
+                said += " " + CANCEL_ADVICE.format(run=record.run_id)
+            return self._task(task_id, record, "working", said, reading.read_ms, reading.poll_ms, legacy=legacy)
+        status = (run.status or "").strip().upper() if run is not None else ""
         if status in _STOPPED:
             return self._task(task_id, record, "cancelled", f"The service reports run {record.run_id} {label(status)}",
                               reading.read_ms, reading.poll_ms, legacy=legacy)
-        where = "call tasks/result for its result" if legacy else "its result is in result"
-        task = self._task(task_id, record, "completed", f"Run {record.run_id} ended {label(status)}; {where}",
-                          reading.read_ms, reading.poll_ms, legacy=legacy)
+        where = "tasks/result has" if legacy else "result holds"
+        said = (f"Run {record.run_id} ended {label(status)}; {where} its result" if run is not None else
+                f"Run {record.run_id} cannot be read ({reading.problem}); {where} why")
+        task = self._task(task_id, record, "completed", said, reading.read_ms, reading.poll_ms, legacy=legacy)
         if not legacy:
-            task["result"] = self._final(ctx, run).model_dump(mode="json", by_alias=True, exclude_none=True)
+            task["result"] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return task
+
+    def _ending(self, ctx: ServerRequestContext[Any, Any], reading: Reading) -> CallToolResult | None:
+        """The task's result once it has one: the run's final answer, or why the run cannot be read any more."""
+        if reading.ended is not None:
+            return reading.ended
+        if reading.run is not None and reading.run.is_terminal:
+            return self._final(ctx, reading.run)
+        return None
 
     def _final(self, ctx: ServerRequestContext[Any, Any], run: AgentRun) -> CallToolResult:
         """get_agent_run's answer for the finished run; a run that ended in error is an error result."""

@@ -14,10 +14,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from mcp.types import CallToolResult
+
 from ..api.client import AgentAutomationClient
-from ..api.errors import ApiError, RateLimitError
+from ..api.errors import ApiError, NotFoundError, PermissionDeniedError, RateLimitError
 from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
+from ..tools.errors import error_result
 from .ids import now_ms
 
 POLL_SECONDS: Final = 5.0  # a run takes minutes: a status five seconds old loses the client nothing
@@ -28,13 +31,18 @@ STATUS_ENTRIES: Final = 10_000  # runs whose last status this process remembers 
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """A run as last read (None when it could not be read now, with `problem` saying why), when, and how long
-    before it is worth reading again."""
+    """A run as last read, when, and how long before it is worth reading again. Without a run, `problem` is the kind
+    of error the read met: transient, or, with `ended` (the error result get_agent_run gives), for good."""
 
     run: AgentRun | None
     read_ms: int
     poll_ms: int
     problem: str | None = None
+    ended: CallToolResult | None = None
+
+
+# The service's answers that will not change by asking again: the run is gone, or this token may not see it.
+FOR_GOOD: Final = (NotFoundError, PermissionDeniedError)
 
 
 class RunStatus:
@@ -48,27 +56,30 @@ class RunStatus:
     async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *,
                    seconds: float = READ_SECONDS) -> Reading:
         """The run's status, read from the service at most once per interval for everyone following it, within
-        `seconds` (a wait for another replica's read included)."""
-        key = f"org{org_id}-run{run_id}"
+        `seconds` (a wait for another replica's read included). The service's errors are shared like a status, so
+        pollers never multiply requests; a refusal by this token's pacing (nothing sent) is this caller's alone,
+        and its wait becomes the poll interval."""
+
         refused: list[Reading] = []
 
         async def fetch() -> tuple[dict[str, Any], float] | None:
             try:
-                run = await client.within(seconds).get_agent_run(run_id)
-            except RateLimitError as exc:  # nothing was sent: say when to come back
+                reading: dict[str, Any] = {"run": (await client.within(seconds).get_agent_run(run_id)).model_dump(
+                    mode="json")}
+            except RateLimitError as exc:  # this token's budget, nothing sent: not shared with other tokens
                 wait = min(MAX_POLL_SECONDS, max(POLL_SECONDS, exc.retry_after or POLL_SECONDS))
                 refused.append(Reading(None, now_ms(), math.ceil(wait * 1000), exc.kind))
                 return None
             except ApiError as exc:
-                refused.append(Reading(None, now_ms(), math.ceil(POLL_SECONDS * 1000), exc.kind))
-                return None
-            reading = {"run": run.model_dump(mode="json"), "read_ms": now_ms(),
-                       "poll_ms": math.ceil(POLL_SECONDS * 1000)}
+                reading = {"problem": exc.kind}
+                if isinstance(exc, FOR_GOOD):
+                    reading["ended"] = error_result(exc).model_dump(mode="json", by_alias=True, exclude_none=True)
+            reading |= {"read_ms": now_ms(), "poll_ms": math.ceil(POLL_SECONDS * 1000)}
             if self._published is not None:
                 await self._published(org_id, run_id, reading)
             return reading, POLL_SECONDS
 
-        value = await self._readings.remembered(key, fetch, fetch_seconds=seconds)
+        value = await self._readings.remembered(f"org{org_id}-run{run_id}", fetch, fetch_seconds=seconds)
         if value is None:
             return refused[0] if refused else Reading(None, now_ms(), math.ceil(POLL_SECONDS * 1000), "not read")
         return reading_of(value)
@@ -76,5 +87,6 @@ class RunStatus:
 
 def reading_of(value: dict[str, Any]) -> Reading:
     """A reading as it is shared (cache, channel) made whole again."""
-    return Reading(AgentRun.model_validate(value["run"]), value["read_ms"], value["poll_ms"])
-
+    run = AgentRun.model_validate(value["run"]) if value.get("run") is not None else None
+    ended = CallToolResult.model_validate(value["ended"]) if value.get("ended") is not None else None
+    return Reading(run, value["read_ms"], value["poll_ms"], value.get("problem"), ended)
