@@ -1,9 +1,10 @@
 """Agent runs followed as MCP tasks, in both protocol eras, as one SDK `Extension`.
 
 A tool that starts or continues a run answers a client that asked for a task with a task handle instead of the run;
-`tasks/get` then follows the run until it ends, with the same result `get_agent_run` gives. Nothing is stored: the
+`tasks/get` then follows the run until it ends, with the same result `get_agent_run` gives. No task is stored: the
 id seals what is needed (`ids`), the service stays the one source of the run's state (`status`), and any replica
-answers. 2026-07-28: the `io.modelcontextprotocol/tasks` extension (the `tools/call` interceptor, `tasks/get`,
+answers; what is remembered (a token's ids for `tasks/list`, a cancel asked) only adds to an answer, and expires.
+2026-07-28: the `io.modelcontextprotocol/tasks` extension (the `tools/call` interceptor, `tasks/get`,
 `tasks/cancel`). 2025-11-25: the same methods plus `tasks/result` and `tasks/list`; a legacy `tools/call` result is
 validated as `CallToolResult`, so the task answer there comes from `middleware`, above that check.
 """
