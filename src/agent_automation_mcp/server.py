@@ -32,6 +32,7 @@ from .logs import tenant_id
 from .pacing import create_pacer
 from .prompts import add_prompts
 from .sdk_seams import drop_methods, serve_list_tools
+from .tasks import RunTasks
 from .tools.callers import (
     CALL_SECONDS,
     SLOT_RESERVE_SECONDS,
@@ -123,11 +124,13 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
         view = RunsView(api.rate_limits)
+        tasks = RunTasks(state_keys, self.shared)  # agent runs followed as MCP tasks
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
-                         cache_hints={"tools/list": TOOLS_LIST_HINT}, middleware=[self._listing],
-                         request_state_security=continuation_security(state_keys), extensions=[view])
+                         cache_hints={"tools/list": TOOLS_LIST_HINT}, extensions=[tasks, view],
+                         middleware=[self._listing, tasks.middleware],
+                         request_state_security=continuation_security(state_keys))
         # No resource templates: not answered, not advertised. Its one resource is the runs view.
         drop_methods(self, "resources/templates/")
         add_prompts(self, self._offered, self.shared)

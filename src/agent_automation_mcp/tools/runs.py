@@ -206,10 +206,17 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
             note = f"stopped waiting ({exc.kind}: {exc.message}); this is the last status seen"
             stopped = f"stopped waiting ({exc.kind}); this is the last status seen"
             break
-    out = WaitedRun(**Run.of(run, _max_chars(ctx)).model_dump(), waited_seconds=round(time.monotonic() - started, 1),
-                    note=note)
-    more = "" if out.is_terminal or not wait_seconds else f" after waiting {out.waited_seconds:g} s; call again to wait"
-    return ok(out, out.describe() + more + (f"; {stopped}" if stopped else ""))
+    waited = round(time.monotonic() - started, 1)
+    more = "" if run.is_terminal or not wait_seconds else f" after waiting {waited:g} s; call again to wait"
+    return run_result(run, _max_chars(ctx), waited_seconds=waited, note=note,
+                      more=more + (f"; {stopped}" if stopped else ""))
+
+
+def run_result(run: AgentRun, max_chars: int, *, waited_seconds: float = 0, note: str | None = None,
+               more: str = "") -> CallToolResult:
+    """What get_agent_run answers for `run`; a run followed as a task ends with the same answer."""
+    out = WaitedRun(**Run.of(run, max_chars).model_dump(), waited_seconds=waited_seconds, note=note)
+    return ok(out, out.describe() + more)
 
 
 @toolset.tool("List agent runs", "list_agent_runs")
