@@ -47,7 +47,8 @@ from tenants import (
 )
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.pacing.redis_ledger import REDIS_TIMEOUT, RETRY_REDIS_AFTER
+from agent_automation_mcp.pacing.redis_ledger import RETRY_REDIS_AFTER
+from agent_automation_mcp.redis_pool import REDIS_TIMEOUT
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 # Room for every tenant on both sides, so that pacing never waits: this measures serving, not the limits.

@@ -1,4 +1,5 @@
-"""A replica whose Redis URL has never answered says so: at start in its log, in /readyz and in /metrics."""
+"""A replica whose Redis URL has never answered says so: at start in its log, in /readyz and in /metrics; and it is
+not ready, so a rolling update with a wrong URL stalls on its first new pod while the old ones keep serving."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def test_a_redis_url_that_never_answered_is_said_in_readyz_and_metrics(sandbox: 
         text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
     finally:
         replica.stop()
-    # Still ready (it paces safely at its share; a wrong URL on every replica must not take the service down).
-    assert ready.status_code == 200 and ready.json()["redis"] == "never reached"
+    # Not ready: the rollout stops here (Redis lost after it was reached keeps a replica ready: test_remote.py).
+    assert ready.status_code == 503 and ready.json() == {"ready": False, "draining": False, "redis": "never reached"}
     states = {sample.labels["state"]: sample.value for family in text_string_to_metric_families(text)
               for sample in family.samples if sample.name == "agent_automation_redis_state"}
     assert states == {"reachable": 0, "unreachable": 0, "never reached": 1, "not configured": 0}

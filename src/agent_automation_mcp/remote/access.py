@@ -32,7 +32,8 @@ REQUEST_ID_HEADER: Final = "x-request-id"
 REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # a caller's or balancer's id is kept when it is sane
 MAX_NAME_CHARS: Final = 64  # a method or tool name from a request body, as the line quotes it
 # Why a request was refused, by HTTP status (401 is split by whether a token was sent and refused).
-REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 406: "not_acceptable",
+REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 405: "method_not_allowed",
+                                     406: "not_acceptable",
                                      413: "body_too_large", 421: "host", 429: "rate_limited", 503: "unavailable"}
 
 
@@ -125,6 +126,14 @@ class AccessMetrics(Metrics):
 
     def call_finished(self, tool: str, outcome: str, seconds: float) -> None:
         super().call_finished(tool, outcome, seconds)
+        self._note(tool, outcome)
+
+    def call_paused(self, tool: str, seconds: float) -> None:
+        super().call_paused(tool, seconds)
+        self._note(tool, "paused")  # a confirmation's first round: the tool has not run yet
+
+    @staticmethod
+    def _note(tool: str, outcome: str) -> None:
         call = _current_call.get()
         if call is not None:
             call.tool, call.outcome = tool, outcome
@@ -136,7 +145,7 @@ def _rpc(body: bytes) -> tuple[str | None, str | None]:
         return None, None
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth (`[[[[...`)
         return "unreadable", None
     if isinstance(message, list):
         return "batch", None

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,24 +37,22 @@ DRAINING_HINT: Final = ("Send the same request again: nothing was done, and anot
                         "balancer may do so itself: manifests/haproxy).")
 
 
+LISTEN_MESSAGE: Final = "this server is stateless: it never sends anything on a listening GET stream"
+LISTEN_HINT: Final = ("Send requests with POST; answers, progress and questions come back on each POST's own "
+                      "response (MCP clients carry on without the GET stream when they get 405).")
+
+
 @dataclass(slots=True)
 class Lifecycle:
     """Where the replica is in its life, for `/readyz` and for refusing new work while it drains."""
 
     ready: bool = False
     draining: bool = False
-    in_flight: int = 0  # `/mcp` requests being served; listening GET streams are not calls and never count
-    listening: set[anyio.CancelScope] = field(default_factory=set)  # the GET streams open now
+    in_flight: int = 0  # `/mcp` requests being served
 
     @property
     def serving(self) -> bool:
         return self.ready and not self.draining
-
-    def close_streams(self) -> None:
-        """End every listening stream (at the start of a drain): a stream waits for nothing, and its client opens
-        the next one wherever the balancer sends it."""
-        for stream in self.listening:
-            stream.cancel()
 
 
 class McpGate:
@@ -77,21 +74,16 @@ class McpGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        listening = scope["method"] == "GET"
-        if not listening:  # counted from the start: a token check is part of the request a drain waits for
-            self.lifecycle.in_flight += 1
+        self.lifecycle.in_flight += 1  # from the start: a token check is part of the request a drain waits for
         try:
             refusal = await self._refusal(Headers(scope=scope), scope)
             if refusal is not None:
                 status, body, extra = refusal
                 await _respond(send, status, body, extra)
-            elif listening:
-                await self._listen(scope, receive, send)
             else:
                 await self.app(scope, receive, self._closing_when_draining(send))
         finally:
-            if not listening:
-                self.lifecycle.in_flight -= 1
+            self.lifecycle.in_flight -= 1
 
     def _closing_when_draining(self, send: Send) -> Send:
         """An answer given while the replica drains closes its connection, so no balancer reuses it for more."""
@@ -102,29 +94,16 @@ class McpGate:
             await send(message)
         return sending
 
-    async def _listen(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A listening stream (`GET /mcp`), ended by `Lifecycle.close_streams` with a complete response."""
-        open_body = False
-
-        async def sending(message: Message) -> None:
-            nonlocal open_body
-            open_body = message["type"] == "http.response.start" or bool(message.get("more_body"))
-            await send(message)
-
-        with anyio.CancelScope() as stream:
-            self.lifecycle.listening.add(stream)
-            try:
-                await self.app(scope, receive, sending)
-            finally:
-                self.lifecycle.listening.discard(stream)
-        if open_body:  # ended by the drain, not by the client
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-
     async def _refusal(self, headers: Headers, scope: Scope) -> Refused | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
         if refused is not None:
             kind = "forbidden" if refused.status == 403 else "misdirected"
             return refused.status, error_body(kind, refused.status, refused.message, refused.hint), {}
+        if scope["method"] == "GET":
+            # Stateless in both eras: nothing is ever pushed on a listening stream, so none is held open (each
+            # would cost a connection at the balancer and memory here, for nothing). 405 is what the 2026-07-28
+            # era answers, and what legacy clients take as "no GET stream" (docs/remote.md).
+            return 405, error_body("method_not_allowed", 405, LISTEN_MESSAGE, LISTEN_HINT), {"Allow": "POST"}
         if not self.lifecycle.serving or self.server.state is None:
             # Before any tool, token check or upstream request: safe for a balancer to send elsewhere (retry-on 503).
             message, hint = (DRAINING_MESSAGE, DRAINING_HINT) if self.lifecycle.draining else (

@@ -47,12 +47,18 @@ class Metrics:
         self.refused = Counter(
             "agent_automation_http_refused",
             "/mcp requests refused before or by the MCP SDK, by HTTP status and reason (no_token, token_refused, "
-            "origin, host, body_too_large, rate_limited, unavailable, bad_request, not_acceptable, other).",
+            "origin, host, body_too_large, rate_limited, unavailable, bad_request, not_acceptable, "
+            "method_not_allowed, other).",
             ("status", "reason"), registry=self.registry)
         self.token_checks = Counter(
             "agent_automation_token_checks",
             "Questions to the service whether a token is valid, by verdict (accepted, refused, or undecided: "
             "the service could not answer and the request went on).", ("verdict",), registry=self.registry)
+        self.open_connections = Gauge("agent_automation_open_connections",
+                                      "HTTP requests being served now on this replica, streams included.",
+                                      registry=self.registry)
+        self.open_streams = Gauge("agent_automation_open_streams",
+                                  "Responses streaming (SSE) now on this replica.", registry=self.registry)
         self.redis_up = Gauge("agent_automation_redis_up",
                               "1 while the shared pacing store answers, 0 when it does not or none is configured.",
                               registry=self.registry)

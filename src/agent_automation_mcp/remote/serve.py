@@ -1,10 +1,9 @@
 """Running the remote app under uvicorn, with a graceful drain on SIGTERM.
 
 On SIGTERM `/readyz` turns 503 at once (the load balancer stops sending), new `/mcp` requests get 503 (which a
-balancer may send to another replica: manifests/haproxy) and listening `GET /mcp` streams end, while the calls
-in flight finish, for up to the grace period; then the process exits 0. A second signal, or SIGINT, stops at
-once as uvicorn does. With a metrics port, a second listener serves `/metrics` there until the main one has
-stopped, so the scraper sees the drain.
+balancer may send to another replica: manifests/haproxy), while the calls in flight finish, for up to the grace
+period; then the process exits 0. A second signal, or SIGINT, stops at once as uvicorn does. With a metrics port,
+a second listener serves `/metrics` there until the main one has stopped, so the scraper sees the drain.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ class DrainingServer(uvicorn.Server):
 
     async def on_tick(self, counter: int) -> bool:
         if self._drain_until is not None and not self.should_exit:
-            self.lifecycle.close_streams()
             if self.lifecycle.in_flight == 0:
                 logger.warning("SIGTERM: drained, exiting")
                 self.should_exit = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl
@@ -30,6 +31,9 @@ from .metadata import ServerMetadata
 from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
 
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
 logger = logging.getLogger(__name__)
 
 class SignIn:
@@ -43,7 +47,7 @@ class SignIn:
                                    transport)
 
     @classmethod
-    def from_settings(cls, remote: RemoteSettings, redis_url: str | None,
+    def from_settings(cls, remote: RemoteSettings, redis: Redis | None,
                       transport: Callable[[], ApiTransport | None]) -> SignIn:
         public_url = cls.check(remote)
         if remote.oauth_keys:
@@ -52,7 +56,7 @@ class SignIn:
             logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
                            "this process (fine on loopback; set the keys so they outlive a restart)")
             sealer = Sealer.ephemeral()
-        return cls(ServerMetadata(public_url), create_store(redis_url), sealer, remote.oauth_signins, transport,
+        return cls(ServerMetadata(public_url), create_store(redis), sealer, remote.oauth_signins, transport,
                    remote.oauth_trusted_client_hosts)
 
     @staticmethod
