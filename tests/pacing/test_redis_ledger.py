@@ -336,7 +336,8 @@ async def test_after_redis_returns_a_replica_is_back_on_the_shared_limit_within_
         assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
     async with Redis.from_url(own_redis_server.url) as control:
         if keeps_data:
-            await control.execute_command("CLIENT", "PAUSE", round(REDIS_TIMEOUT * 1200), "ALL")  # stalled, then back as it was
+            # stalled past the client timeout, then back as it was
+            await control.execute_command("CLIENT", "PAUSE", round(REDIS_TIMEOUT * 1200), "ALL")
         else:
             own_redis_server.stop()
     assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)  # at its share: 1 of the 16 left
