@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from agent_automation_mcp.sandbox import SandboxServer
@@ -93,6 +93,23 @@ def tenant_client(url: str, mode: str = "auto", **headers: str) -> Client:
     http = httpx2.AsyncClient(headers={name.replace("_", "-"): value for name, value in headers.items()},
                               timeout=httpx2.Timeout(30, read=120))
     return Client(streamable_http_client(url, http_client=http), mode=mode)
+
+
+async def refusal_shown(client: Client) -> MCPError:
+    """The error the SDK's client raises when the server refuses its first request (as its user would see it)."""
+    caught: list[BaseException] = []
+    try:
+        async with client as session:
+            await session.call_tool("list_models", {})
+    except* MCPError as group:
+        caught = _leaves(group)
+    assert len(caught) == 1 and isinstance(caught[0], MCPError), caught
+    return caught[0]
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    return [leaf for exc in group.exceptions
+            for leaf in (_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])]
 
 
 def error_of(result: Any) -> dict[str, Any]:
