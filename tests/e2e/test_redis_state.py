@@ -3,8 +3,12 @@ not ready, so a rolling update with a wrong URL stalls on its first new pod whil
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx2
-from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+import pytest
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.sandbox import SandboxServer
@@ -13,7 +17,7 @@ from agent_automation_mcp.sandbox import SandboxServer
 def never_reached(sandbox: SandboxServer) -> HttpServer:
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     return HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
-                                AGENT_AUTOMATION_REDIS_URL=url), "--auth", "request")
+                                AGENT_AUTOMATION_REDIS_URL=url, **SHARED_KEYS), "--auth", "request")
 
 
 def test_a_redis_url_that_never_answered_is_logged_at_start(sandbox: SandboxServer) -> None:
@@ -33,3 +37,13 @@ def test_a_redis_url_that_never_answered_is_said_in_readyz_and_metrics(sandbox: 
     states = {sample.labels["state"]: sample.value for family in text_string_to_metric_families(text)
               for sample in family.samples if sample.name == "agent_automation_redis_state"}
     assert states == {"reachable": 0, "unreachable": 0, "never reached": 1, "not configured": 0}
+
+
+@pytest.mark.parametrize("missing", sorted(SHARED_KEYS))
+def test_replicas_sharing_redis_refuse_to_start_without_the_shared_keys(sandbox: SandboxServer, missing: str) -> None:
+    env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
+                    **{**SHARED_KEYS, missing: ""})
+    command = [sys.executable, "-m", "agent_automation_mcp", "--transport", "http", "--port", str(free_port()),
+               "--auth", "request"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and f"error: {missing} must be set when replicas share Redis" in done.stderr

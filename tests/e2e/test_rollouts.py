@@ -17,7 +17,7 @@ from typing import Any, Final
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from mcp import Client, MCPError
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
@@ -55,7 +55,8 @@ class Fleet:
     def start(self, index: int) -> HttpServer:
         env = clean_env(AGENT_AUTOMATION_BASE_URL=self.sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
                         AGENT_AUTOMATION_REDIS_URL=self.redis.url, AGENT_AUTOMATION_TOOLSETS="all",
-                        AGENT_AUTOMATION_STATE_KEYS=REPLICA_KEYS[index])
+                        AGENT_AUTOMATION_STATE_KEYS=REPLICA_KEYS[index],
+                        AGENT_AUTOMATION_LOG_SECRET=SHARED_KEYS["AGENT_AUTOMATION_LOG_SECRET"])
         replica = HttpServer(env, "--auth", "request", port=self.ports[index])
         self.replicas[index] = replica
         return replica

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, clean_env, tenant_client
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, tenant_client
 from redis import Redis
 from test_remote import MODERN_CALL as LIST_CALL
 from test_remote import MODERN_HEADERS as LIST_HEADERS
@@ -38,7 +38,7 @@ def redis() -> Iterator[RedisServer]:
 
 def replicas(sandbox: SandboxServer, redis: RedisServer, count: int, *args: str) -> list[HttpServer]:
     env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=LIMITS,
-                    AGENT_AUTOMATION_REDIS_URL=redis.url)
+                    AGENT_AUTOMATION_REDIS_URL=redis.url, **SHARED_KEYS)
     return [HttpServer(env, "--auth", "request", *args) for _ in range(count)]
 
 
