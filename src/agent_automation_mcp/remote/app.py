@@ -48,7 +48,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
         sign_in = SignIn.from_settings(remote, server.shared.redis,
                                        lambda: server.state.transport if server.state is not None else None)
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
-                   verdicts=TokenVerdicts(server.shared, budget), sign_in=sign_in)
+                   verdicts=TokenVerdicts(server.shared, budget), sign_in=sign_in, max_body_bytes=remote.max_body_bytes)
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
 
     async def healthz(request: Request) -> Response:

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..config import DEFAULT_MAX_BODY_BYTES
 from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
 from .hosts import HostPolicy
 from .refusals import Refused, error_body
+from .scopes import READ_ONLY_GRANT
 from .strangers import OverBudget
 from .verdicts import TokenVerdicts
 
@@ -59,13 +61,15 @@ class McpGate:
     """An ASGI app in front of the SDK's Streamable HTTP handler."""
 
     def __init__(self, app: ASGIApp, server: AgentAutomationServer, policy: HostPolicy, lifecycle: Lifecycle, *,
-                 per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None) -> None:
+                 per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.app = app
         self.server = server
         self.policy = policy
         self.lifecycle = lifecycle
         self.per_request_auth = per_request_auth
         self.verdicts = verdicts or TokenVerdicts()
+        self.max_body_bytes = max_body_bytes
         self.sign_in = sign_in  # --auth oauth: our access tokens, and 401s that point at the sign-in metadata
         self.realm = sign_in.challenge if sign_in is not None else REALM
         self.refused_realm = f'{sign_in.challenge}, error="invalid_token"' if sign_in is not None else REFUSED_REALM
@@ -77,6 +81,8 @@ class McpGate:
         self.lifecycle.in_flight += 1  # from the start: a token check is part of the request a drain waits for
         try:
             refusal = await self._refusal(Headers(scope=scope), scope)
+            if refusal is None and scope.get("state", {}).get(READ_ONLY_GRANT):
+                refusal, receive = await self._read_only_refusal(scope, receive)
             if refusal is not None:
                 status, body, extra = refusal
                 await _respond(send, status, body, extra)
@@ -93,6 +99,31 @@ class McpGate:
                 message = {**message, "headers": [*kept, (b"connection", b"close")]}
             await send(message)
         return sending
+
+    async def _read_only_refusal(self, scope: Scope, receive: Receive) -> tuple[Refused | None, Receive]:
+        """For a read-only sign-in: 403 `insufficient_scope` for a call of a tool that writes (which its list did
+        not show), before it runs; else the request, its body read here and handed on unchanged."""
+        messages: list[Message] = []
+        size = 0
+        while size <= self.max_body_bytes:  # past it the SDK answers 413: nothing to look at
+            message = await receive()
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        replay = iter(messages)
+
+        async def replaying() -> Message:
+            return next(replay, None) or await receive()
+
+        tool = _called_tool(Headers(scope=scope), b"".join(m.get("body", b"") for m in messages))
+        spec = next((spec for spec in self.server.tool_specs if spec.name == tool), None)
+        if spec is None or spec.read_only:
+            return None, replaying
+        message = f"{tool} changes things, and this sign-in was granted reading only"
+        return (403, error_body("forbidden", 403, message, "Sign in again without 'Read only' on the consent page "
+                                "to let this app make changes."),
+                {"WWW-Authenticate": f'{self.realm}, error="insufficient_scope"'}), replaying
 
     async def _refusal(self, headers: Headers, scope: Scope) -> Refused | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
@@ -141,6 +172,19 @@ class McpGate:
                                    "Create a new token at https://codegen.com/token and send it as "
                                    "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
         return None
+
+
+def _called_tool(headers: Headers, body: bytes) -> str | None:
+    """The tool a `tools/call` request names (the 2026-07-28 era says it in `Mcp-Name` too), or None."""
+    if headers.get("mcp-method") == "tools/call":
+        return headers.get("mcp-name")
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
+    name = params.get("name") if isinstance(params, dict) else None
+    return name if isinstance(name, str) else None
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:

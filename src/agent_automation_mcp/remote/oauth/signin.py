@@ -18,8 +18,9 @@ from starlette.types import Scope
 
 from ...api.transport import ApiTransport
 from ...config import RemoteSettings
-from ...headers import AUTHORIZATION, ORGANIZATION
+from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER
 from ..refusals import Refused, error_body
+from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
 from .client_rules import is_loopback_url
 from .clients import Clients
@@ -98,6 +99,8 @@ class SignIn:
         except StoreUnavailable:
             return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
         scope["headers"] = _as_caller(scope["headers"], signed_in)
+        if is_read_only(signed_in.grant.scopes):
+            scope.setdefault("state", {})[READ_ONLY_GRANT] = True
         return None
 
     async def close(self) -> None:
@@ -119,6 +122,9 @@ def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[
     kept.append((AUTHORIZATION.encode(), f"Bearer {signed_in.service_token}".encode()))
     if signed_in.grant.org_id is not None:
         kept.append((ORGANIZATION.encode(), str(signed_in.grant.org_id).encode()))
+    if is_read_only(signed_in.grant.scopes):  # whatever the client sent: a read-only grant lists no writes
+        kept = [(name, value) for name, value in kept if name.lower() != READONLY_HEADER.encode()]
+        kept.append((READONLY_HEADER.encode(), b"true"))
     return kept
 
 
