@@ -12,7 +12,6 @@ import json
 import re
 import socket
 import subprocess
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Final
@@ -20,36 +19,20 @@ from typing import Final
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, refusal_shown, tenant_client
+import test_rollouts
+from harness import HttpServer, refusal_shown, tenant_client
 from prometheus_client.parser import text_string_to_metric_families
 from test_rollouts import Fleet, client, haproxy_binary
 
-from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from pacing.redis_server import running_redis
+from agent_automation_mcp.sandbox import SandboxServer
 
 MANIFESTS: Final = Path(__file__).resolve().parents[2] / "manifests"
 FLOOD: Final = 60  # listening streams from one token at once (below the per-address cap: each reaches a replica)
 ERAS: Final = {"legacy": "2025-11-25", "modern": "2026-07-28"}
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[SandboxServer]:
-    with SandboxServer(SandboxConfig(run_seconds=2.0, rate_limits=parse_rate_limits(RATE_LIMITS))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def fleet(sandbox: SandboxServer) -> Iterator[Fleet]:
-    haproxy_binary()
-    with running_redis() as redis:
-        fleet = None
-        try:
-            fleet = Fleet(sandbox, redis)
-            yield fleet
-        finally:
-            if fleet is not None:
-                fleet.stop()
+# The shipped balancer in front of 3 replicas sharing Redis, as the rollout tests run it (a fleet of this module's).
+sandbox, fleet = test_rollouts.sandbox, test_rollouts.fleet
 
 
 def gauges(replica: HttpServer) -> dict[str, float]:
