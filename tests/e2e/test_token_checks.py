@@ -122,8 +122,8 @@ async def test_random_tokens_cost_at_most_the_budget_and_known_tenants_pass(
     assert keys <= 4 * checks + 6 * len(known) + 2  # per check its verdict and pacing keys, not per token sent
     error = refusals[0].json()["error"]
     assert refusals[0].headers["retry-after"] == str(error["retry_after_seconds"]) and error["kind"] == "rate_limited"
-    assert 1 <= error["retry_after_seconds"] <= 60 and set(error) == {"kind", "status", "message",
-                                                                      "retry_after_seconds", "hint"}
+    assert 1 <= error["retry_after_seconds"] <= 60 and set(error["data"]) == {"kind", "status", "message",
+                                                                              "retry_after_seconds", "hint"}
     assert all(not result.is_error for result in known_after)
 
 
