@@ -3,8 +3,10 @@ not ready, so a rolling update with a wrong URL stalls on its first new pod whil
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import time
 
 import httpx2
 import pytest
@@ -12,6 +14,7 @@ from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.sandbox import SandboxServer
+from pacing.redis_server import RedisServer
 
 
 def never_reached(sandbox: SandboxServer) -> HttpServer:
@@ -47,3 +50,25 @@ def test_replicas_sharing_redis_refuse_to_start_without_the_shared_keys(sandbox:
                "--auth", "request"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and f"error: {missing} must be set when replicas share Redis" in done.stderr
+
+
+def test_a_replica_started_before_its_redis_turns_ready_once_redis_answers(sandbox: SandboxServer) -> None:
+    """A cold start where Redis comes up after the replicas: they are not left unready for good."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    redis = RedisServer(binary)  # not started yet: nothing listens on its port
+    replica = HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
+                                   AGENT_AUTOMATION_REDIS_URL=redis.url, **SHARED_KEYS), "--auth", "request")
+    try:
+        assert httpx2.get(f"{replica.origin}/readyz", timeout=10).status_code == 503
+        redis.start()
+        for _ in range(50):  # bounded: Redis is tried again a few seconds after a failure
+            ready = httpx2.get(f"{replica.origin}/readyz", timeout=10)
+            if ready.status_code == 200:
+                break
+            time.sleep(0.2)
+        assert ready.status_code == 200 and ready.json()["redis"] == "reachable"
+    finally:
+        replica.stop()
+        redis.stop()
