@@ -24,6 +24,9 @@ from pathlib import Path
 import httpx2
 
 HAPROXY = "/usr/sbin/haproxy"
+# What replicas sharing Redis must be given alike (they refuse to start without): benchmark values, not secrets.
+SHARED_KEYS = {"AGENT_AUTOMATION_STATE_KEYS": "benchmark-state-key-" + "s" * 32,
+               "AGENT_AUTOMATION_LOG_SECRET": "benchmark-log-secret-" + "l" * 16}
 # util-linux's setpriv execs the command (same pid) with SIGTERM due when the process that started it dies,
 # however it dies: no server outlives a benchmark killed outright.
 DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else ()

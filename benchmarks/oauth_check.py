@@ -28,6 +28,7 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.api.transport import ApiTransport
 from agent_automation_mcp.config import RemoteSettings, ServerSettings
 from agent_automation_mcp.pacing import create_pacer
+from agent_automation_mcp.redis_pool import redis_client
 from agent_automation_mcp.remote.gate import Lifecycle, McpGate
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.oauth import SignIn
@@ -92,7 +93,7 @@ async def measure(requests: int, rounds: int, redis_url: str, sandbox: SandboxSe
     async with ApiTransport(api, create_pacer(api)) as transport:
         server.state = ServerState(transport=transport, callers=RequestCaller(), settings=server.server_settings)
         memory = SignIn.from_settings(remote, None, lambda: transport)
-        shared = SignIn.from_settings(remote, redis_url, lambda: transport)
+        shared = SignIn.from_settings(remote, redis_client(redis_url), lambda: transport)
         variants = [Variant("request", McpGate(answer, server, policy, lifecycle, per_request_auth=True), TOKEN)]
         for name, sign_in in (("oauth, memory store", memory), ("oauth, Redis store", shared)):
             gate = McpGate(answer, server, policy, lifecycle, per_request_auth=True, sign_in=sign_in)

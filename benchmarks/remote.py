@@ -30,7 +30,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet import HAPROXY, Haproxy, ServerProcess, bare_server, mcp_server, redis_server
+from fleet import HAPROXY, SHARED_KEYS, Haproxy, ServerProcess, bare_server, mcp_server, redis_server
 from http_load import ERAS, LoadJob, LoadResult, run_load_process
 from redis import Redis
 from report import command_line, publish
@@ -47,7 +47,8 @@ from tenants import (
 )
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.pacing.redis_ledger import REDIS_TIMEOUT, RETRY_REDIS_AFTER
+from agent_automation_mcp.pacing.redis_ledger import RETRY_REDIS_AFTER
+from agent_automation_mcp.redis_pool import REDIS_TIMEOUT
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 # Room for every tenant on both sides, so that pacing never waits: this measures serving, not the limits.
@@ -91,7 +92,7 @@ class Row:
 def server_env(sandbox: SandboxServer, redis_url: str, auth: str, env_token: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
     env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
-            "AGENT_AUTOMATION_REDIS_URL": redis_url}
+            "AGENT_AUTOMATION_REDIS_URL": redis_url, **SHARED_KEYS}
     if auth == "env":
         env |= {"AGENT_AUTOMATION_API_TOKEN": env_token, "AGENT_AUTOMATION_ORG_ID": str(ORG_ID)}
     return env

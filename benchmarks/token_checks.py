@@ -25,7 +25,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
-from fleet import ServerProcess, mcp_server, redis_server
+from fleet import SHARED_KEYS, ServerProcess, mcp_server, redis_server
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from redis import Redis
@@ -114,7 +114,7 @@ def measure(sandbox: SandboxServer, src: Path | None, count: int) -> Figures:
         redis = redis_server()
         stack.callback(redis.stop)
         env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
-                "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0"}
+                "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", **SHARED_KEYS}
         replicas: list[ServerProcess] = []
         for i in range(REPLICAS):
             replicas.append(mcp_server(f"replica {i}", env, "--auth", "request"))

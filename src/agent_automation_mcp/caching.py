@@ -55,9 +55,6 @@ class ExpiringCache(Generic[V]):
 
 
 KEY_PREFIX: Final = "aamcp"  # as the pacing keys: `aamcp:{<token hash>}:...`, one Cluster slot per token
-# Seconds a Redis command may take. Longer than pacing's: only a token the replica has not seen lately waits for
-# it, and a busy replica's lag must not count as Redis gone (which would lift the strangers' budget to one per replica).
-REDIS_TIMEOUT: Final = 1.0
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of memory only after Redis failed, before it is tried again
 POLL_SECONDS: Final = 0.05  # how often a replica looks for the answer another replica is fetching
 
@@ -66,22 +63,16 @@ class SharedStore:
     """The Redis every replica shares, for what is remembered per token hash; without one, this process's memory.
 
     Redis that does not answer is not an error: each cache goes on in memory (as one replica alone would) and
-    Redis is tried again a little later. The connection is made on first use, within the running event loop.
+    Redis is tried again a little later. `redis` is the replica's one client (redis_pool.py), or None for memory.
     """
 
-    def __init__(self, url: str | None = None) -> None:
-        self.redis: Redis | None = None
+    def __init__(self, redis: Redis | None = None) -> None:
+        self.redis = redis
         self.failures: tuple[type[Exception], ...] = ()  # what Redis raises when it cannot answer
-        if url:  # the Redis client costs start-up time: loaded only when used
-            from redis.asyncio import BlockingConnectionPool, Redis
-            from redis.exceptions import RedisError
+        if redis is not None:
+            from .redis_pool import UNREACHABLE
 
-            from .pacing.redis_ledger import REDIS_CONNECTIONS, REDIS_POOL_WAIT
-
-            pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT,
-                                                   socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT)
-            self.redis = Redis.from_pool(pool)
-            self.failures = (RedisError, OSError, TimeoutError)
+            self.failures = UNREACHABLE
         self._retry_at = 0.0
 
     def reachable(self) -> Redis | None:

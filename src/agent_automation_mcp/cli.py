@@ -194,6 +194,17 @@ def auth_mode(transport: str, host: str, chosen: str | None) -> str:
     return mode
 
 
+def require_shared_keys(remote: RemoteSettings) -> None:
+    """Replicas that share Redis serve one deployment: keys of their own would break it quietly (a confirmation
+    answered on another replica fails; one tenant has a name per replica in the logs), so they must be set."""
+    missing = [name for name, unset in (("AGENT_AUTOMATION_STATE_KEYS", not remote.state_keys),
+                                        ("AGENT_AUTOMATION_LOG_SECRET", not logs.tenant_ids.shared)) if unset]
+    if missing:
+        raise ValueError(f"{' and '.join(missing)} must be set when replicas share Redis (AGENT_AUTOMATION_REDIS_URL):"
+                         " the same value on every replica, e.g. openssl rand -hex 32 (manifests/kubernetes/base: "
+                         "keys.env, logs.env)")
+
+
 def serve(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
@@ -218,6 +229,8 @@ def serve(args: argparse.Namespace) -> int:
             from .remote.oauth import SignIn
 
             SignIn.check(remote)
+        if args.transport == "http" and api.redis_url:
+            require_shared_keys(remote)
     except ValueError as exc:
         say(f"error: {exc}", logging.ERROR)
         return 2

@@ -118,7 +118,12 @@ class AgentAutomationServer(MCPServer[ServerState]):
         # The cap shares a server among tenants; the one configured caller (stdio, --auth env) is never capped.
         self._slots = None if isinstance(self._callers, ConfiguredCaller) else TenantSlots(max_tenant_calls)
         self.observer = observer
-        self.shared = SharedStore(api.redis_url)  # per-token caches every replica shares (memory without Redis)
+        redis = None
+        if api.redis_url:  # the Redis client costs start-up time: loaded only when used
+            from .redis_pool import redis_client
+
+            redis = redis_client(api.redis_url)  # the replica's one pool: pacing, shared caches, sign-in store
+        self.shared = SharedStore(redis)  # per-token caches every replica shares (memory without Redis)
         self.state: ServerState | None = None  # while the lifespan runs: the shared transport, for the HTTP gate
         self._compact_tools: list[MCPTool] | None = None
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
@@ -268,7 +273,7 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
     """One pooled HTTP transport per process, shared by every caller, closed on shutdown."""
     assert isinstance(server, AgentAutomationServer)
     api = server.api_settings
-    async with ApiTransport(api, create_pacer(api), observer=server.observer) as transport:
+    async with ApiTransport(api, create_pacer(api, server.shared.redis), observer=server.observer) as transport:
         server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
                                    organizations=OrganizationCache(server.shared))
         try:

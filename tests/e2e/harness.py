@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from agent_automation_mcp.sandbox import SandboxServer
@@ -21,6 +21,9 @@ from agent_automation_mcp.sandbox import SandboxServer
 MODES = ("auto", "legacy")  # 2026-07-28 (what `auto` lands on against this server) and the 2025-11-25 handshake
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 # Pacing is not under test here, and several server processes share one sandbox: room for all of them.
+# What replicas sharing Redis must be given alike (they refuse to start without): test values, not secrets.
+SHARED_KEYS = {"AGENT_AUTOMATION_STATE_KEYS": "test-state-key-" + "s" * 32,
+               "AGENT_AUTOMATION_LOG_SECRET": "test-log-secret-" + "l" * 16}
 RATE_LIMITS = ("standard=2000/30s,logs=2000/60s,agent_creation=100/60s,setup_commands=100/60s,"
                "log_analysis=100/60s,pr_edit=200/60s,webhook_test=100/60s")
 
@@ -93,6 +96,23 @@ def tenant_client(url: str, mode: str = "auto", **headers: str) -> Client:
     http = httpx2.AsyncClient(headers={name.replace("_", "-"): value for name, value in headers.items()},
                               timeout=httpx2.Timeout(30, read=120))
     return Client(streamable_http_client(url, http_client=http), mode=mode)
+
+
+async def refusal_shown(client: Client) -> MCPError:
+    """The error the SDK's client raises when the server refuses its first request (as its user would see it)."""
+    caught: list[BaseException] = []
+    try:
+        async with client as session:
+            await session.call_tool("list_models", {})
+    except* MCPError as group:
+        caught = _leaves(group)
+    assert len(caught) == 1 and isinstance(caught[0], MCPError), caught
+    return caught[0]
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    return [leaf for exc in group.exceptions
+            for leaf in (_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])]
 
 
 def error_of(result: Any) -> dict[str, Any]:

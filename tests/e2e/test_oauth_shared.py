@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from loopback_tls import DocumentServer, make_certificate
 from mcp.shared.auth import OAuthToken
 from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client
@@ -76,7 +76,7 @@ class Cluster:
         env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
                         AGENT_AUTOMATION_REDIS_URL=redis_url, AGENT_AUTOMATION_OAUTH_KEYS=KEYS,
                         AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE="200", SSL_CERT_FILE=str(cert),
-                        AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS=trusted)
+                        AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS=trusted, **SHARED_KEYS)
         args = ("--auth", "oauth", "--public-url", self.origin, "--allowed-host", f"127.0.0.1:{self.port}")
         self.replicas = [HttpServer(env, *args), HttpServer(env, *args)]
         config = work / "haproxy.cfg"
@@ -177,7 +177,7 @@ def test_a_token_for_another_resource_is_refused_by_it(cluster: Cluster, sandbox
     tokens = RawFlow(cluster.origin).tokens(RawFlow(cluster.origin).register(), ALICE)
     port = free_port()
     other = HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_REDIS_URL=redis_server.url,
-                                 AGENT_AUTOMATION_OAUTH_KEYS=KEYS),
+                                 AGENT_AUTOMATION_OAUTH_KEYS=KEYS, **SHARED_KEYS),
                        "--auth", "oauth", "--public-url", f"http://localhost:{port}", port=port)
     try:
         assert RawFlow(other.origin).mcp_status(tokens["access_token"]).status_code == 401

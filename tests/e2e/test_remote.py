@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, clean_env, error_of, tenant_client
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, error_of, tenant_client
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import PromptReference
@@ -319,8 +319,8 @@ def redis() -> Iterator[RedisServer]:
 @pytest.mark.anyio
 async def test_replicas_share_redis_and_losing_it_leaves_them_ready(sandbox: SandboxServer,
                                                                     redis: RedisServer) -> None:
-    replicas = [HttpServer(remote_env(sandbox, AGENT_AUTOMATION_REDIS_URL=redis.url), "--auth", "request")
-                for _ in range(2)]
+    env = remote_env(sandbox, AGENT_AUTOMATION_REDIS_URL=redis.url, **SHARED_KEYS)
+    replicas = [HttpServer(env, "--auth", "request") for _ in range(2)]
     balancer = Alternating([replica.port for replica in replicas])
     http = httpx2.AsyncClient(transport=balancer, headers={"authorization": f"Bearer {BOB}"},
                               timeout=httpx2.Timeout(30, read=60))

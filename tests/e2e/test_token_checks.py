@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, clean_env, tenant_client
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, tenant_client
 from redis import Redis
 from test_remote import MODERN_CALL as LIST_CALL
 from test_remote import MODERN_HEADERS as LIST_HEADERS
@@ -38,7 +38,7 @@ def redis() -> Iterator[RedisServer]:
 
 def replicas(sandbox: SandboxServer, redis: RedisServer, count: int, *args: str) -> list[HttpServer]:
     env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=LIMITS,
-                    AGENT_AUTOMATION_REDIS_URL=redis.url)
+                    AGENT_AUTOMATION_REDIS_URL=redis.url, **SHARED_KEYS)
     return [HttpServer(env, "--auth", "request", *args) for _ in range(count)]
 
 
@@ -122,8 +122,8 @@ async def test_random_tokens_cost_at_most_the_budget_and_known_tenants_pass(
     assert keys <= 4 * checks + 6 * len(known) + 2  # per check its verdict and pacing keys, not per token sent
     error = refusals[0].json()["error"]
     assert refusals[0].headers["retry-after"] == str(error["retry_after_seconds"]) and error["kind"] == "rate_limited"
-    assert 1 <= error["retry_after_seconds"] <= 60 and set(error) == {"kind", "status", "message",
-                                                                      "retry_after_seconds", "hint"}
+    assert 1 <= error["retry_after_seconds"] <= 60 and set(error["data"]) == {"kind", "status", "message",
+                                                                              "retry_after_seconds", "hint"}
     assert all(not result.is_error for result in known_after)
 
 

@@ -18,6 +18,7 @@ from agent_automation_mcp.api.pacer import Receipt
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import FifoPacer, MemoryLedger, create_pacer, redis_ledger
 from agent_automation_mcp.pacing.redis_ledger import RedisLedger
+from agent_automation_mcp.redis_pool import REDIS_TIMEOUT, redis_client
 
 from .redis_server import RedisServer, free_port
 
@@ -27,7 +28,7 @@ MARGIN = 0.05
 
 
 def pacer(url: str, limits: dict[str, RateLimit], *, max_replicas: int = 4, margin: float = MARGIN) -> FifoPacer:
-    return FifoPacer(RedisLedger(url, limits, margin=margin, max_replicas=max_replicas), limits)
+    return FifoPacer(RedisLedger(redis_client(url), limits, margin=margin, max_replicas=max_replicas), limits)
 
 
 def token() -> str:
@@ -96,7 +97,7 @@ async def test_a_429_seen_by_one_replica_pauses_every_replica(redis_server: Redi
 
 async def test_the_script_applies_the_same_rule_as_the_memory_ledger(redis_server: RedisServer) -> None:
     limits = {"standard": RateLimit(4, 10), "logs": RateLimit(3, 20)}
-    shared = RedisLedger(redis_server.url, limits, margin=MARGIN, max_replicas=4)
+    shared = RedisLedger(redis_client(redis_server.url), limits, margin=MARGIN, max_replicas=4)
     local = MemoryLedger(limits, margin=MARGIN)
     key = token()
     for ledger in (shared, local):
@@ -176,11 +177,12 @@ async def test_sends_made_while_cut_off_are_merged_into_a_redis_that_kept_its_lo
     replica, key = pacer(redis_server.url, {"standard": RateLimit(20, 30)}, max_replicas=2), token()
     for _ in range(4):
         await replica.acquire(key, ["standard"], None)
-    await inspect.execute_command("CLIENT", "PAUSE", 700, "ALL")  # stalled, not restarted: the log stays
+    # Stalled past the client's timeout, not restarted: the log stays.
+    await inspect.execute_command("CLIENT", "PAUSE", round(REDIS_TIMEOUT * 1500), "ALL")
     for _ in range(3):  # the first one times out on Redis; all three go at this replica's share
         await replica.acquire(key, ["standard"], None)
     assert replica.ledger.degraded
-    await anyio.sleep(0.8)
+    await anyio.sleep(REDIS_TIMEOUT * 1.5)
     await replica.acquire(key, ["standard"], None)  # Redis again: the three are carried in, then this one
 
     stamps = [int(s) for s in await inspect.lrange(f"aamcp:{{{key}}}:standard", 0, -1)]
@@ -190,7 +192,8 @@ async def test_sends_made_while_cut_off_are_merged_into_a_redis_that_kept_its_lo
 
 async def test_many_tenants_at_once_wait_for_a_connection_rather_than_leave_redis(redis_server: RedisServer) -> None:
     """More calls in flight than the pool has connections (200 tenants on one replica) stay shared."""
-    ledger = RedisLedger(redis_server.url, {"standard": RateLimit(60, 30.0)}, margin=MARGIN, max_replicas=4)
+    ledger = RedisLedger(redis_client(redis_server.url), {"standard": RateLimit(60, 30.0)}, margin=MARGIN,
+                         max_replicas=4)
     charged: list[Receipt | float] = []
 
     async def tenant() -> None:
@@ -210,7 +213,8 @@ async def test_one_replica_carries_its_sends_back_once_however_many_calls_find_r
         own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Calls that find Redis due again while another is still carrying the sends made meanwhile stay local."""
     monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.0)  # Redis is tried again at once: every call finds it due
-    ledger = RedisLedger(own_redis_server.url, {"standard": RateLimit(1000, 30.0)}, margin=MARGIN, max_replicas=4)
+    ledger = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(1000, 30.0)}, margin=MARGIN,
+                         max_replicas=4)
     tokens = [token() for _ in range(40)]
     try:
         own_redis_server.stop()
@@ -231,7 +235,8 @@ async def test_one_replica_carries_its_sends_back_once_however_many_calls_find_r
 async def test_a_send_answered_is_settled_in_redis_at_its_answer_and_the_log_stays_in_order(
         redis_server: RedisServer, inspect: Redis) -> None:
     margin = 5.0  # far above a loopback round trip: every settle lowers its bound
-    ledger, key = RedisLedger(redis_server.url, {"standard": RateLimit(5, 10)}, margin=margin, max_replicas=4), token()
+    ledger = RedisLedger(redis_client(redis_server.url), {"standard": RateLimit(5, 10)}, margin=margin, max_replicas=4)
+    key = token()
     log = f"aamcp:{{{key}}}:standard"
     receipts = [await ledger.charge(key, ["standard"], bulk=False) for _ in range(3)]
     assert all(isinstance(r, Receipt) and r.shared is not None and r.local is None for r in receipts)
@@ -255,7 +260,7 @@ async def test_a_send_answered_is_settled_in_redis_at_its_answer_and_the_log_sta
 async def test_settle_never_raises_when_redis_is_gone(own_redis_server: RedisServer,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="agent_automation_mcp.pacing")
-    ledger, key = RedisLedger(own_redis_server.url, {"standard": RateLimit(5, 10)}, margin=MARGIN,
+    ledger, key = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(5, 10)}, margin=MARGIN,
                               max_replicas=4), token()
     receipt = await ledger.charge(key, ["standard"], bulk=False)
     assert isinstance(receipt, Receipt)
@@ -267,7 +272,8 @@ async def test_settle_never_raises_when_redis_is_gone(own_redis_server: RedisSer
 
 async def test_replicas_share_the_probe_after_a_429(redis_server: RedisServer, inspect: Redis) -> None:
     limits = {"standard": RateLimit(50, 1.0)}  # spaced 20 ms apart after a 429
-    first, second = (RedisLedger(redis_server.url, limits, margin=MARGIN, max_replicas=4) for _ in range(2))
+    first, second = (RedisLedger(redis_client(redis_server.url), limits, margin=MARGIN, max_replicas=4)
+                     for _ in range(2))
     key = token()
     mode = f"aamcp:{{{key}}}:standard:mode"
     await first.penalise(key, ["standard"], 1.0)
@@ -296,7 +302,7 @@ async def test_an_acquire_answers_in_a_few_bytes_however_long_the_log(redis_serv
                                                                       inspect: Redis) -> None:
     """One small reply per acquire (send now, or the wait), not each bucket's log for the replica to parse."""
     limits = {"standard": RateLimit(1000, 30), "logs": RateLimit(1000, 60)}
-    ledger, key = RedisLedger(redis_server.url, limits, margin=MARGIN, max_replicas=4), token()
+    ledger, key = RedisLedger(redis_client(redis_server.url), limits, margin=MARGIN, max_replicas=4), token()
     for _ in range(400):
         assert isinstance(await ledger.charge(key, ["logs", "standard"], bulk=False), Receipt)
     before = await output_bytes(inspect)
@@ -310,7 +316,7 @@ async def test_an_acquire_answers_in_a_few_bytes_however_long_the_log(redis_serv
 
 async def test_a_log_keeps_no_bound_older_than_two_windows(redis_server: RedisServer, inspect: Redis) -> None:
     """Bounded by time, not only by the limit: a large limit's log holds the sends of its last two windows."""
-    ledger, key = RedisLedger(redis_server.url, {"standard": RateLimit(1000, 0.1)}, margin=MARGIN,
+    ledger, key = RedisLedger(redis_client(redis_server.url), {"standard": RateLimit(1000, 0.1)}, margin=MARGIN,
                               max_replicas=4), token()
     for _ in range(20):
         await ledger.charge(key, ["standard"], bulk=False)
@@ -325,19 +331,20 @@ async def test_after_redis_returns_a_replica_is_back_on_the_shared_limit_within_
         own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, keeps_data: bool) -> None:
     monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.1)
     limits = {"standard": RateLimit(20, 30), "logs": RateLimit(60, 60)}  # the longest window held a replica back
-    replica, key = RedisLedger(own_redis_server.url, limits, margin=MARGIN, max_replicas=4), token()
+    replica, key = RedisLedger(redis_client(own_redis_server.url), limits, margin=MARGIN, max_replicas=4), token()
     for _ in range(4):
         assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
     async with Redis.from_url(own_redis_server.url) as control:
         if keeps_data:
-            await control.execute_command("CLIENT", "PAUSE", 300, "ALL")  # stalled, then back as it was
+            # stalled past the client timeout, then back as it was
+            await control.execute_command("CLIENT", "PAUSE", round(REDIS_TIMEOUT * 1200), "ALL")
         else:
             own_redis_server.stop()
     assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)  # at its share: 1 of the 16 left
     assert replica.degraded
     if not keeps_data:
         own_redis_server.start()
-    await anyio.sleep(0.35)
+    await anyio.sleep(REDIS_TIMEOUT * 1.2 + 0.05)
     await replica.estimate(key, ["standard"], bulk=False, ahead=0)  # finds Redis back
     await anyio.sleep((redis_ledger.REJOIN_TRIES + 1) * redis_ledger.RETRY_REDIS_AFTER)
     # The shared limit again, not 1/4 of it: 20 less the 5 sent, which Redis holds whether it kept its data or not.
@@ -352,7 +359,7 @@ async def test_a_redis_that_never_answered_is_told_apart_from_one_that_went_away
     monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
     caplog.set_level(logging.WARNING, logger="agent_automation_mcp.pacing")
     server = RedisServer(redis_binary)  # a port nothing listens on yet
-    ledger = RedisLedger(server.url, {"standard": RateLimit(5, 10)}, margin=MARGIN, max_replicas=4)
+    ledger = RedisLedger(redis_client(server.url), {"standard": RateLimit(5, 10)}, margin=MARGIN, max_replicas=4)
     try:
         assert await ledger.store_state() == "never reached"
         assert f"127.0.0.1:{server.port}" in caplog.text and "AGENT_AUTOMATION_REDIS_URL" in caplog.text
@@ -371,7 +378,7 @@ async def test_a_redis_restarted_empty_between_two_calls_gets_the_window_back(
     """No call saw Redis go: the first acquire after it finds fewer sends in the window than this replica made
     there, charges nothing, and the replica gives them back before it sends on the shared limit again."""
     monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
-    replica, key = RedisLedger(own_redis_server.url, {"standard": RateLimit(6, 30)}, margin=MARGIN,
+    replica, key = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(6, 30)}, margin=MARGIN,
                                max_replicas=4), token()
     for _ in range(4):
         assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)

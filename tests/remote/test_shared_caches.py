@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from agent_automation_mcp.caching import SharedCache, SharedStore
+from agent_automation_mcp.redis_pool import redis_client
 from agent_automation_mcp.remote.budgets import AddressBudgets, Budget, OverBudget
 
 
@@ -20,7 +21,7 @@ def unreachable_redis_url() -> str:
 @pytest.mark.anyio
 @pytest.mark.parametrize("url", [None, "unreachable"])
 async def test_a_value_is_fetched_once_however_many_ask_and_redis_away_falls_back_to_memory(url: str | None) -> None:
-    store = SharedStore(unreachable_redis_url() if url else None)
+    store = SharedStore(redis_client(unreachable_redis_url()) if url else None)
     cache: SharedCache[int] = SharedCache(store, "test", 10)
     fetched: list[str] = []
 

@@ -25,25 +25,17 @@ from importlib.resources import files
 from typing import Final, Literal
 
 import anyio
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as BrokenConnection
-from redis.exceptions import RedisError
+from redis.asyncio import Redis
 
 from ..api.limits import RateLimit
 from ..api.pacer import Receipt, StoreState
+from ..redis_pool import UNREACHABLE
 from . import sliding_log
 from .ledger import Outcome
 from .memory import MemoryLedger
 
 logger = logging.getLogger(__name__)
 
-REDIS_TIMEOUT: Final = 0.25  # seconds; a stalled Redis must not stall every request
-REDIS_CONNECTIONS: Final = 32  # per replica; more calls at once wait for a connection
-# Seconds a call waits for a free connection before Redis counts as unreachable. Longer than a busy event loop's
-# lag (a stalled Redis is found by REDIS_TIMEOUT on the connections in use, not by this wait).
-REDIS_POOL_WAIT: Final = 5.0
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried again
 # After Redis is back, a replica keeps its local share as well for this many times RETRY_REDIS_AFTER (8 s): by then
 # every replica serving calls has tried Redis again and carried its sends into it, and so has one without calls, at
@@ -63,7 +55,6 @@ _SETTLE: Final = files(__package__).joinpath("settle.lua").read_text()
 _EPOCH: Final = files(__package__).joinpath("epoch.lua").read_text()
 _OUTCOMES: Final[dict[Outcome | Literal["never sent"], int]] = {  # as settle.lua numbers them
     "admitted": 0, "refused": 1, "unanswered": 2, "never sent": 3}
-_UNREACHABLE: Final = (RedisError, OSError, TimeoutError)
 _FORGOTTEN: Final = 2  # acquire.lua's answer when Redis lacks sends of ours
 
 Route = Literal["shared", "rejoining", "local"]
@@ -108,20 +99,15 @@ class RedisLedger:
     must pass both Redis and the local share; then Redis alone paces again.
     """
 
-    def __init__(self, url: str, limits: Mapping[str, RateLimit], *, margin: float, max_replicas: int) -> None:
+    def __init__(self, redis: Redis, limits: Mapping[str, RateLimit], *, margin: float, max_replicas: int) -> None:
         self.limits = dict(limits)
         self.margin = margin
         self.local = MemoryLedger(limits, margin=margin, weight=max(1, max_replicas))
         self.max_replicas = max_replicas
-        # One retry, on a broken connection only: a pooled connection from before a Redis restart fails once,
-        # and must not send this replica back to local pacing; a stalled Redis (timeouts) is not waited for twice.
-        # A blocking pool: past REDIS_CONNECTIONS calls at once wait their turn (a script takes well under a
-        # millisecond) instead of failing, which would send the replica to local pacing under a burst of tenants.
-        pool = BlockingConnectionPool.from_url(
-            url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT, socket_timeout=REDIS_TIMEOUT,
-            socket_connect_timeout=REDIS_TIMEOUT, retry=Retry(NoBackoff(), 1, supported_errors=(BrokenConnection,)))
-        self._where = ":".join(str(pool.connection_kwargs.get(k, "")) for k in ("host", "port", "path")).strip(":")
-        self._redis = Redis.from_pool(pool)
+        # The replica's one client (redis_pool.py: its timeouts, its one retry on a broken connection).
+        where = redis.connection_pool.connection_kwargs
+        self._where = ":".join(str(where.get(k, "")) for k in ("host", "port", "path")).strip(":")
+        self._redis = redis
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._penalise = self._redis.register_script(_PENALISE)
         self._carry = self._redis.register_script(_CARRY)
@@ -147,7 +133,7 @@ class RedisLedger:
         if route == "shared":
             try:
                 shared = await self._charge(token_key, buckets, bulk)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self._lost(exc)
             else:
                 if shared is not None:
@@ -160,7 +146,7 @@ class RedisLedger:
                     return min(wait, max((self._rejoined_until or 0.0) - time.monotonic(), 0.001))
                 try:
                     shared = await self._charge(token_key, buckets, bulk)
-                except _UNREACHABLE as exc:
+                except UNREACHABLE as exc:
                     self._lost(exc)
                 else:
                     if isinstance(shared, Receipt):
@@ -189,7 +175,7 @@ class RedisLedger:
                 else:
                     self._heard(token_key, buckets, counts)
                     return wait / _US
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self._lost(exc)
         return await self.local.estimate(token_key, buckets, bulk=bulk, ahead=ahead)
 
@@ -203,7 +189,7 @@ class RedisLedger:
                 args += [self.limits[bucket].count, round(self.limits[bucket].window * _US)]
             try:
                 wait = await self._penalise(keys=bucket_keys(token_key, buckets), args=args) / _US
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self._lost(exc)
             else:  # the local ledger holds the pause too, should Redis go
                 await self.local.penalise(token_key, buckets, wait)
@@ -217,7 +203,7 @@ class RedisLedger:
             try:
                 await self._redis.ping()
                 return "reachable"
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self._lost(exc)
         return "unreachable" if self._marker is not None else "never reached"
 
@@ -250,7 +236,7 @@ class RedisLedger:
                              outcome: Outcome | Literal["never sent"]) -> None:
         try:
             await self._settle(keys=bucket_keys(token_key, buckets), args=[bound, _OUTCOMES[outcome]])
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             logger.debug("could not settle a send in Redis; it keeps its bound there: %s", exc)
 
     def _args(self, token_key: str, buckets: Sequence[str], bulk: bool, charge: int,
@@ -331,7 +317,7 @@ class RedisLedger:
                 if self._marker is None and self._retry_redis_at is None:
                     try:
                         await self._reach()
-                    except _UNREACHABLE as exc:
+                    except UNREACHABLE as exc:
                         self._lost(exc)
         if self._retry_redis_at is not None:
             if now < self._retry_redis_at or self._carrying:
@@ -343,7 +329,7 @@ class RedisLedger:
                         for known in sent.values():
                             known.unshared = list(known.own)
                 await self._carry_unshared()
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self._lost(exc)
                 return "local"
             finally:

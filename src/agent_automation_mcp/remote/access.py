@@ -37,7 +37,8 @@ MAX_ERROR_BODY_BYTES: Final = 4096  # of a sign-in endpoint's JSON error, read f
 OAUTH_ERROR: Final = re.compile(r"[a-z_]{1,40}")  # an OAuth error code (RFC 6749 5.2, 7591 3.2.2), as a reason
 SIGNIN_REASONS: Final[Mapping[str, str]] = {"too_many_requests": "rate_limited",
                                             "temporarily_unavailable": "unavailable"}
-REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 406: "not_acceptable",
+REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 405: "method_not_allowed",
+                                     406: "not_acceptable",
                                      413: "body_too_large", 421: "host", 429: "rate_limited", 503: "unavailable"}
 
 
@@ -204,6 +205,14 @@ class AccessMetrics(Metrics):
 
     def call_finished(self, tool: str, outcome: str, seconds: float) -> None:
         super().call_finished(tool, outcome, seconds)
+        self._note(tool, outcome)
+
+    def call_paused(self, tool: str, seconds: float) -> None:
+        super().call_paused(tool, seconds)
+        self._note(tool, "paused")  # a confirmation's first round: the tool has not run yet
+
+    @staticmethod
+    def _note(tool: str, outcome: str) -> None:
         call = _current_call.get()
         if call is not None:
             call.tool, call.outcome = tool, outcome
@@ -215,7 +224,7 @@ def _rpc(body: bytes) -> tuple[str | None, str | None]:
         return None, None
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth (`[[[[...`)
         return "unreadable", None
     if isinstance(message, list):
         return "batch", None

@@ -14,6 +14,7 @@ from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -22,6 +23,7 @@ from ..config import RemoteSettings
 from ..server import AgentAutomationServer
 from .access import AccessLog
 from .budgets import AddressBudgets
+from .connections import OpenConnections
 from .gate import Lifecycle, McpGate
 from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
@@ -45,11 +47,11 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     if remote.auth == "oauth":
         from .oauth import SignIn
 
-        sign_in = SignIn.from_settings(remote, server.api_settings.redis_url, server.shared,
+        sign_in = SignIn.from_settings(remote, server.shared.redis, server.shared,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
     verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
-                   verdicts=verdicts, sign_in=sign_in)
+                   verdicts=verdicts, sign_in=sign_in, max_body_bytes=remote.max_body_bytes)
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
 
     async def healthz(request: Request) -> Response:
@@ -57,8 +59,11 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
 
     async def readyz(request: Request) -> Response:
         redis = await _redis_state(server)
-        body = {"ready": lifecycle.serving, "draining": lifecycle.draining, "redis": redis}
-        return JSONResponse(body, status_code=200 if lifecycle.serving else 503)
+        # Redis configured but never reached (a wrong URL, a missing Secret): not ready, so a rolling update stalls
+        # on this pod while the old ones keep serving. Reached once and lost since: ready, at the local share.
+        ready = lifecycle.serving and redis != "never reached"
+        body = {"ready": ready, "draining": lifecycle.draining, "redis": redis}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -80,7 +85,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
               *(sign_in.routes() if sign_in is not None else ())]
     if remote.metrics_port is None:
         routes.append(metrics_route(server, metrics))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(OpenConnections, metrics=metrics)])
 
 
 def metrics_route(server: AgentAutomationServer, metrics: Metrics) -> Route:
@@ -96,8 +101,8 @@ def build_metrics_app(server: AgentAutomationServer, metrics: Metrics) -> Starle
 
 
 async def _redis_state(server: AgentAutomationServer) -> str:
-    """One of REDIS_STATES. Unreachable or never reached, pacing is local (at the replica's share of each limit) and
-    the replica stays ready: it serves safely, and a wrong URL on every replica must not take the service down."""
+    """One of REDIS_STATES. Unreachable or never reached, pacing is local (at the replica's share of each limit):
+    a replica that lost Redis serves on safely; one that never reached it is not ready (see `readyz`)."""
     state: Any = server.state
     pacer = state.transport.pacer if state is not None else None
     shared = await pacer.store_state() if pacer is not None else None

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..config import DEFAULT_MAX_BODY_BYTES
 from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
@@ -23,6 +23,7 @@ from .budgets import OverBudget
 from .hosts import HostPolicy
 from .organizations import served_organization
 from .refusals import Refused, error_body
+from .scopes import READ_ONLY_GRANT
 from .verdicts import TokenVerdicts
 
 if TYPE_CHECKING:  # the sign-in package is loaded only with --auth oauth
@@ -39,37 +40,37 @@ DRAINING_HINT: Final = ("Send the same request again: nothing was done, and anot
                         "balancer may do so itself: manifests/haproxy).")
 
 
+LISTEN_MESSAGE: Final = "this server is stateless: it never sends anything on a listening GET stream"
+LISTEN_HINT: Final = ("Send requests with POST; answers, progress and questions come back on each POST's own "
+                      "response (MCP clients carry on without the GET stream when they get 405).")
+
+
 @dataclass(slots=True)
 class Lifecycle:
     """Where the replica is in its life, for `/readyz` and for refusing new work while it drains."""
 
     ready: bool = False
     draining: bool = False
-    in_flight: int = 0  # `/mcp` requests being served; listening GET streams are not calls and never count
-    listening: set[anyio.CancelScope] = field(default_factory=set)  # the GET streams open now
+    in_flight: int = 0  # `/mcp` requests being served
 
     @property
     def serving(self) -> bool:
         return self.ready and not self.draining
-
-    def close_streams(self) -> None:
-        """End every listening stream (at the start of a drain): a stream waits for nothing, and its client opens
-        the next one wherever the balancer sends it."""
-        for stream in self.listening:
-            stream.cancel()
 
 
 class McpGate:
     """An ASGI app in front of the SDK's Streamable HTTP handler."""
 
     def __init__(self, app: ASGIApp, server: AgentAutomationServer, policy: HostPolicy, lifecycle: Lifecycle, *,
-                 per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None) -> None:
+                 per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.app = app
         self.server = server
         self.policy = policy
         self.lifecycle = lifecycle
         self.per_request_auth = per_request_auth
         self.verdicts = verdicts or TokenVerdicts()
+        self.max_body_bytes = max_body_bytes
         self.sign_in = sign_in  # --auth oauth: our access tokens, and 401s that point at the sign-in metadata
         self.realm = sign_in.challenge if sign_in is not None else REALM
         self.refused_realm = f'{sign_in.challenge}, error="invalid_token"' if sign_in is not None else REFUSED_REALM
@@ -78,21 +79,18 @@ class McpGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        listening = scope["method"] == "GET"
-        if not listening:  # counted from the start: a token check is part of the request a drain waits for
-            self.lifecycle.in_flight += 1
+        self.lifecycle.in_flight += 1  # from the start: a token check is part of the request a drain waits for
         try:
             refusal = await self._refusal(Headers(scope=scope), scope)
+            if refusal is None and scope.get("state", {}).get(READ_ONLY_GRANT):
+                refusal, receive = await self._read_only_refusal(scope, receive)
             if refusal is not None:
                 status, body, extra = refusal
                 await _respond(send, status, body, extra)
-            elif listening:
-                await self._listen(scope, receive, send)
             else:
                 await self.app(scope, receive, self._closing_when_draining(send))
         finally:
-            if not listening:
-                self.lifecycle.in_flight -= 1
+            self.lifecycle.in_flight -= 1
 
     def _closing_when_draining(self, send: Send) -> Send:
         """An answer given while the replica drains closes its connection, so no balancer reuses it for more."""
@@ -103,29 +101,41 @@ class McpGate:
             await send(message)
         return sending
 
-    async def _listen(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A listening stream (`GET /mcp`), ended by `Lifecycle.close_streams` with a complete response."""
-        open_body = False
+    async def _read_only_refusal(self, scope: Scope, receive: Receive) -> tuple[Refused | None, Receive]:
+        """For a read-only sign-in: 403 `insufficient_scope` for a call of a tool that writes (which its list did
+        not show), before it runs; else the request, its body read here and handed on unchanged."""
+        messages: list[Message] = []
+        size = 0
+        while size <= self.max_body_bytes:  # past it the SDK answers 413: nothing to look at
+            message = await receive()
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        replay = iter(messages)
 
-        async def sending(message: Message) -> None:
-            nonlocal open_body
-            open_body = message["type"] == "http.response.start" or bool(message.get("more_body"))
-            await send(message)
+        async def replaying() -> Message:
+            return next(replay, None) or await receive()
 
-        with anyio.CancelScope() as stream:
-            self.lifecycle.listening.add(stream)
-            try:
-                await self.app(scope, receive, sending)
-            finally:
-                self.lifecycle.listening.discard(stream)
-        if open_body:  # ended by the drain, not by the client
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        tool = _called_tool(Headers(scope=scope), b"".join(m.get("body", b"") for m in messages))
+        spec = next((spec for spec in self.server.tool_specs if spec.name == tool), None)
+        if spec is None or spec.read_only:
+            return None, replaying
+        message = f"{tool} changes things, and this sign-in was granted reading only"
+        return (403, error_body("forbidden", 403, message, "Sign in again without 'Read only' on the consent page "
+                                "to let this app make changes."),
+                {"WWW-Authenticate": f'{self.realm}, error="insufficient_scope"'}), replaying
 
     async def _refusal(self, headers: Headers, scope: Scope) -> Refused | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
         if refused is not None:
             kind = "forbidden" if refused.status == 403 else "misdirected"
             return refused.status, error_body(kind, refused.status, refused.message, refused.hint), {}
+        if scope["method"] == "GET":
+            # Stateless in both eras: nothing is ever pushed on a listening stream, so none is held open (each
+            # would cost a connection at the balancer and memory here, for nothing). 405 is what the 2026-07-28
+            # era answers, and what legacy clients take as "no GET stream" (docs/remote.md).
+            return 405, error_body("method_not_allowed", 405, LISTEN_MESSAGE, LISTEN_HINT), {"Allow": "POST"}
         if not self.lifecycle.serving or self.server.state is None:
             # Before any tool, token check or upstream request: safe for a balancer to send elsewhere (retry-on 503).
             message, hint = (DRAINING_MESSAGE, DRAINING_HINT) if self.lifecycle.draining else (
@@ -163,6 +173,19 @@ class McpGate:
                                    "Create a new token at https://codegen.com/token and send it as "
                                    "Authorization: Bearer <token>."), {"WWW-Authenticate": self.refused_realm}
         return served_organization(scope, headers, verdict.served, self.verdicts.organizations)
+
+
+def _called_tool(headers: Headers, body: bytes) -> str | None:
+    """The tool a `tools/call` request names (the 2026-07-28 era says it in `Mcp-Name` too), or None."""
+    if headers.get("mcp-method") == "tools/call":
+        return headers.get("mcp-name")
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
+    name = params.get("name") if isinstance(params, dict) else None
+    return name if isinstance(name, str) else None
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:

@@ -47,7 +47,8 @@ class Metrics:
         self.refused = Counter(
             "agent_automation_http_refused",
             "/mcp requests refused before or by the MCP SDK, by HTTP status and reason (no_token, token_refused, "
-            "origin, host, body_too_large, rate_limited, unavailable, bad_request, not_acceptable, other).",
+            "origin, host, body_too_large, rate_limited, unavailable, bad_request, not_acceptable, "
+            "method_not_allowed, other).",
             ("status", "reason"), registry=self.registry)
         self.token_checks = Counter(
             "agent_automation_token_checks",
@@ -58,6 +59,11 @@ class Metrics:
             "Requests to the sign-in endpoints (authorize, consent, token, register, revoke, metadata), by HTTP status "
             "and reason (ok, or why it was refused: rate_limited, invalid_grant, invalid_client, expired, "
             "too_large...).", ("endpoint", "status", "reason"), registry=self.registry)
+        self.open_connections = Gauge("agent_automation_open_connections",
+                                      "HTTP requests being served now on this replica, streams included.",
+                                      registry=self.registry)
+        self.open_streams = Gauge("agent_automation_open_streams",
+                                  "Responses streaming (SSE) now on this replica.", registry=self.registry)
         self.redis_up = Gauge("agent_automation_redis_up",
                               "1 while the shared pacing store answers, 0 when it does not or none is configured.",
                               registry=self.registry)

@@ -1,14 +1,14 @@
 """Running the remote app under uvicorn, with a graceful drain on SIGTERM.
 
 On SIGTERM `/readyz` turns 503 at once (the load balancer stops sending), new `/mcp` requests get 503 (which a
-balancer may send to another replica: manifests/haproxy) and listening `GET /mcp` streams end, while the calls
-in flight finish, for up to the grace period; then the process exits 0. A second signal, or SIGINT, stops at
-once as uvicorn does. With a metrics port, a second listener serves `/metrics` there until the main one has
-stopped, so the scraper sees the drain.
+balancer may send to another replica: manifests/haproxy), while the calls in flight finish, for up to the grace
+period; then the process exits 0. A second signal, or SIGINT, stops at once as uvicorn does. With a metrics port,
+a second listener serves `/metrics` there until the main one has stopped, so the scraper sees the drain.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import logging
@@ -51,7 +51,6 @@ class DrainingServer(uvicorn.Server):
 
     async def on_tick(self, counter: int) -> bool:
         if self._drain_until is not None and not self.should_exit:
-            self.lifecycle.close_streams()
             if self.lifecycle.in_flight == 0:
                 logger.warning("SIGTERM: drained, exiting")
                 self.should_exit = True
@@ -79,16 +78,19 @@ def run_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str
                                  per_request_auth=per_request_auth, metrics=metrics), backend_options=loop_options())
 
 
-def http_protocol() -> str:
-    """uvicorn's HTTP/1.1 parser: `httptools` (llhttp, in C) where it is installed (a dependency on CPython), else
-    h11, in Python: with uvicorn's protocol code around it, 7 % of a remote call's CPU against 2 % with httptools
-    (docs/benchmarks.md, "Serving cost over HTTP"). Imported, not only found, so a broken install falls back
-    rather than failing at the first request."""
+def http_protocol() -> type[asyncio.Protocol] | str:
+    """uvicorn's HTTP/1.1 parser: `httptools` (llhttp, in C) where it is installed (a dependency on CPython), with a
+    deadline for each request's headers (header_deadline.py), else h11, in Python: with uvicorn's protocol code
+    around it, 7 % of a remote call's CPU against 2 % with httptools (docs/benchmarks.md, "Serving cost over HTTP");
+    h11 has no such deadline (put HAProxy's `timeout http-request` in front). Imported, not only found, so a broken
+    install falls back rather than failing at the first request."""
     try:
         import httptools  # noqa: F401
     except ImportError:
         return "h11"
-    return "httptools"
+    from .header_deadline import HeaderDeadlineProtocol
+
+    return HeaderDeadlineProtocol
 
 
 def loop_options() -> dict[str, Any]:

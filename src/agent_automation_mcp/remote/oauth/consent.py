@@ -18,7 +18,8 @@ STYLE: Final = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#1d2330}
 h1{font-size:1.4rem}.who{background:#f2f4f8;border-radius:.5rem;padding:.75rem 1rem}
 label{display:block;font-weight:600;margin:1rem 0 .25rem}input,select{width:100%;padding:.5rem;font:inherit;
-box-sizing:border-box}.error{background:#fde8e8;color:#8a1c1c;border-radius:.5rem;padding:.75rem 1rem}
+box-sizing:border-box}label.check{font-weight:400}label.check input{width:auto;margin-right:.5rem}
+.error{background:#fde8e8;color:#8a1c1c;border-radius:.5rem;padding:.75rem 1rem}
 .actions{display:flex;gap:.75rem;margin-top:1.25rem}button{padding:.55rem 1.2rem;font:inherit;border-radius:.4rem;
 border:1px solid #8892a6;background:#fff;cursor:pointer}button.approve{background:#1f5eff;border-color:#1f5eff;
 color:#fff}small{color:#5a6275}
@@ -36,6 +37,7 @@ class ConsentForm:
     csrf: str
     error: str | None = None
     organizations: Sequence[tuple[int, str | None]] = ()  # non-empty: the step that asks which organisation
+    read_only: bool = False  # the app asked for the read-only scope: the box starts ticked
 
 
 def page_headers(nonce: str) -> dict[str, str]:
@@ -72,6 +74,12 @@ def consent_page(form: ConsentForm, nonce: str) -> str:
                  '<input id="token" type="password" name="token" autocomplete="off" required>'
                  '<small>From https://codegen.com/token. It stays on this server, encrypted; the client never '
                  "sees it.</small>")
+    access = ("" if form.organizations else  # chosen at the first step, carried through the organisation step
+              '<label class="check"><input type="checkbox" name="access" value="read"'
+              f'{" checked" if form.read_only else ""}> Read only</label>'
+              "<small>The app may read runs, logs and settings, but never start, change or delete anything "
+              "(its tool list holds no such tool). Choose this for a chat app you do not want to act for you."
+              "</small>")
     source = (f" (described by <strong>{escape(form.document_host)}</strong>)" if form.document_host
               else " (a name the app gave itself)")
     body = (
@@ -81,7 +89,7 @@ def consent_page(form: ConsentForm, nonce: str) -> str:
         f"{error}"
         '<form method="post" action="/authorize">'
         f'<input type="hidden" name="request" value="{escape(form.request)}">'
-        f'<input type="hidden" name="csrf" value="{escape(form.csrf)}">{field}'
+        f'<input type="hidden" name="csrf" value="{escape(form.csrf)}">{field}{access}'
         '<div class="actions"><button class="approve" type="submit" name="action" value="approve">Approve</button>'
         '<button type="submit" name="action" value="deny" formnovalidate>Deny</button></div></form>'
         "<p><small>Approving lets the client call the Agent Automation tools as you until you revoke it or it "

@@ -13,7 +13,7 @@ import json
 import math
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -40,6 +40,7 @@ from ..access import SignInAccess, note_reason
 from ..budgets import AddressBudgets, OverBudget
 from ..metrics import Metrics
 from ..organizations import ORG_NOT_ALLOWED, AllowedOrganizations
+from ..scopes import is_read_only, with_read_only
 from .clients import Clients, SecretHashAuthenticator
 from .consent import ConsentForm, consent_page, error_page, new_nonce, page_headers
 from .documents import is_document_url
@@ -229,6 +230,8 @@ class Endpoints:
         if form.get("action") != "approve":
             return self._back(asked.redirect_uri, asked.state, error="access_denied",
                               error_description="the user denied the request")
+        if form.get("access") == "read":  # the person chose read only: carried through the organisation step
+            asked = replace(asked, scopes=with_read_only(asked.scopes))
         if "token" in step:  # the organisation step: the token was checked at the first
             organization = form.get("organization")
             chosen = [org for org, _ in step["organizations"] if str(org) == organization]
@@ -303,7 +306,7 @@ class Endpoints:
                            document_host=urlsplit(client.client_id).netloc if is_document_url(client.client_id)
                            else None,
                            request=self.sealer.seal(json.dumps(step)),
-                           csrf=self.sealer.sign(browser), error=error,
+                           csrf=self.sealer.sign(browser), error=error, read_only=is_read_only(asked.scopes),
                            organizations=[tuple(org) for org in organizations or []] if sealed_token else ())
         return self._page(consent_page(form, nonce), nonce, 200 if error is None else 400)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl
@@ -20,11 +20,12 @@ from starlette.types import Scope
 from ...api.transport import ApiTransport
 from ...caching import SharedStore
 from ...config import RemoteSettings
-from ...headers import AUTHORIZATION, ORGANIZATION
+from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER
 from ..budgets import AddressBudgets, Budget
 from ..metrics import Metrics
 from ..organizations import AllowedOrganizations, served_organization
 from ..refusals import Refused, error_body
+from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
 from .client_rules import is_loopback_url
 from .clients import Clients
@@ -34,6 +35,9 @@ from .grants import Grants, SignedIn, is_ours
 from .metadata import ServerMetadata
 from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +67,7 @@ class SignIn:
                                    organizations)
 
     @classmethod
-    def from_settings(cls, remote: RemoteSettings, redis_url: str | None, shared: SharedStore,
+    def from_settings(cls, remote: RemoteSettings, redis: Redis | None, shared: SharedStore,
                       transport: Callable[[], ApiTransport | None], metrics: Metrics) -> SignIn:
         public_url = cls.check(remote)
         if remote.oauth_keys:
@@ -72,7 +76,7 @@ class SignIn:
             logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
                            "this process (fine on loopback; set the keys so they outlive a restart)")
             sealer = Sealer.ephemeral()
-        return cls(ServerMetadata(public_url), create_store(redis_url), sealer,
+        return cls(ServerMetadata(public_url), create_store(redis), sealer,
                    AddressBudgets(shared, signin_budgets(remote.oauth_signins)), transport, metrics,
                    AllowedOrganizations.of(remote.allowed_orgs), remote.oauth_trusted_client_hosts)
 
@@ -116,6 +120,8 @@ class SignIn:
         except StoreUnavailable:
             return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
         scope["headers"] = _as_caller(scope["headers"], signed_in)
+        if is_read_only(signed_in.grant.scopes):
+            scope.setdefault("state", {})[READ_ONLY_GRANT] = True
         return served_organization(scope, Headers(scope=scope), verdict.served, verdicts.organizations)
 
     async def close(self) -> None:
@@ -137,6 +143,9 @@ def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[
     kept.append((AUTHORIZATION.encode(), f"Bearer {signed_in.service_token}".encode()))
     if signed_in.grant.org_id is not None:
         kept.append((ORGANIZATION.encode(), str(signed_in.grant.org_id).encode()))
+    if is_read_only(signed_in.grant.scopes):  # whatever the client sent: a read-only grant lists no writes
+        kept = [(name, value) for name, value in kept if name.lower() != READONLY_HEADER.encode()]
+        kept.append((READONLY_HEADER.encode(), b"true"))
     return kept
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from typing import Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 T = TypeVar("T")
 
@@ -98,25 +101,24 @@ class MemoryStore:
 class RedisStore:
     """The shared store: every key under one prefix, each with its own expiry, so Redis forgets what has ended."""
 
-    def __init__(self, url: str) -> None:
-        from redis.asyncio import Redis  # the Redis client costs start-up time; loaded only when configured
-        from redis.exceptions import RedisError
+    def __init__(self, redis: Redis) -> None:
+        from ...redis_pool import UNREACHABLE  # the replica's one client: its timeouts and retry (redis_pool.py)
 
-        self._redis = Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
-        self._errors = (RedisError, OSError)
+        self._redis = redis
+        self._errors = UNREACHABLE
         self._follow = self._redis.register_script(FOLLOW_SCRIPT)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
         await self._ask(self._redis.set(PREFIX + key, value, px=max(1, int(ttl * 1000))))
 
     async def get(self, key: str) -> str | None:
-        return await self._ask(self._redis.get(PREFIX + key))
+        return _text(await self._ask(self._redis.get(PREFIX + key)))
 
     async def take(self, key: str) -> str | None:
-        return await self._ask(self._redis.getdel(PREFIX + key))
+        return _text(await self._ask(self._redis.getdel(PREFIX + key)))
 
     async def follow(self, key: str, prefix: str) -> str | None:
-        return await self._ask(self._follow(keys=[PREFIX + key], args=[PREFIX + prefix]))
+        return _text(await self._ask(self._follow(keys=[PREFIX + key], args=[PREFIX + prefix])))
 
     async def delete(self, *keys: str) -> None:
         if keys:
@@ -132,5 +134,9 @@ class RedisStore:
         await self._redis.aclose()
 
 
-def create_store(redis_url: str | None) -> Store:
-    return RedisStore(redis_url) if redis_url else MemoryStore()
+def _text(value: bytes | None) -> str | None:
+    return value.decode() if value is not None else None
+
+
+def create_store(redis: Redis | None) -> Store:
+    return RedisStore(redis) if redis is not None else MemoryStore()

@@ -1,0 +1,47 @@
+"""The access line in the odd cases: a body nested past any parser's depth, and a confirmation's first round."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+from harness import HttpServer, sandbox_env
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.types import ElicitRequestParams, ElicitResult
+
+from agent_automation_mcp.sandbox import SandboxServer
+
+
+@pytest.fixture
+def server(sandbox: SandboxServer) -> Iterator[HttpServer]:
+    server = HttpServer(sandbox_env(sandbox, AGENT_AUTOMATION_TOOLSETS="all"))  # --auth env, on loopback
+    yield server
+    if server.process.poll() is None:  # not stopped by the test
+        server.stop()
+
+
+def access_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "agent_automation_mcp.remote.access" in line]
+
+
+def test_a_body_nested_past_the_parsers_depth_gets_an_access_line_and_no_traceback(server: HttpServer) -> None:
+    answer = httpx2.post(server.url, content=b"[" * 400_000, timeout=30, headers={
+        "content-type": "application/json", "accept": "application/json, text/event-stream"})
+    assert answer.status_code == 400
+    stderr = server.stop()
+    assert "Traceback" not in stderr and "RecursionError" not in stderr
+    assert [line for line in access_lines(stderr) if "POST /mcp unreadable 400" in line]
+
+
+@pytest.mark.anyio
+async def test_a_confirmations_first_round_is_logged_paused_and_its_answer_ok(server: HttpServer) -> None:
+    async def accept(context: ClientRequestContext, params: ElicitRequestParams) -> Any:
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    async with Client(server.url, elicitation_callback=accept) as client:  # 2026-07-28: a round, then the answer
+        assert not (await client.call_tool("delete_webhook", {})).is_error
+    calls = [line for line in access_lines(server.stop()) if "tools/call delete_webhook" in line]
+    assert len(calls) == 2 and " 200 paused " in calls[0] and " 200 ok " in calls[1], calls
