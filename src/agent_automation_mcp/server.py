@@ -129,7 +129,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
         view = RunsView(api.rate_limits)
-        tasks = RunTasks(state_keys, self.shared)  # agent runs followed as MCP tasks
+        self.tasks = tasks = RunTasks(state_keys, self.shared)  # agent runs followed as MCP tasks
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(self._offered, settings.read_only), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
@@ -270,14 +270,16 @@ def _outcome(result: CallToolResult | InputRequiredResult | None) -> str:
 
 @asynccontextmanager
 async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-    """One pooled HTTP transport per process, shared by every caller, closed on shutdown."""
+    """One pooled HTTP transport per process, shared by every caller, and the relay of run reads; closed on
+    shutdown."""
     assert isinstance(server, AgentAutomationServer)
     api = server.api_settings
     async with ApiTransport(api, create_pacer(api, server.shared.redis), observer=server.observer) as transport:
         server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
                                    organizations=OrganizationCache(server.shared))
         try:
-            yield server.state
+            async with server.tasks.reads.relaying():  # the other replicas' run reads, for listen streams
+                yield server.state
         finally:
             server.state = None
             await server.shared.aclose()

@@ -33,8 +33,10 @@ from task_requester import (
 from test_rollouts import Fleet, haproxy_binary
 
 from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.redis_pool import REDIS_CONNECTIONS, REDIS_TIMEOUT
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.config import DEMO_TOKEN
+from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
 from catalogue import REPO_ID
 from pacing.redis_server import RedisServer
 
@@ -288,6 +290,38 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
     assert state.status == "completed" and ended and ended[0].meta
     last = listener.notices[-1].model_extra
     assert last["result"] == state.model_extra["result"]
+
+
+@pytest.mark.anyio
+async def test_listen_streams_leave_redis_to_pacing_and_each_token_its_share(fleet: Fleet,
+                                                                             sandbox: SandboxServer) -> None:
+    """More quiet listen streams on one replica than its Redis connections, for longer than a Redis command may
+    take: Redis stays reachable for pacing (its ping, as /readyz says), and one token holds at most its share."""
+    others = REDIS_CONNECTIONS - MAX_TENANT_STREAMS + 8  # with one token's share, past the pool's size
+    mine, theirs = TaskPoller(follow=False), TaskPoller(follow=False)
+    replica = fleet.replica(2)
+    async with http_client(replica.url, sandbox, extensions=[mine]) as client, \
+            http_client(replica.url, sandbox, token=OTHER_TOKEN, extensions=[theirs]) as other, \
+            anyio.create_task_group() as group:
+        for requester, poller, streams in ((client, mine, MAX_TENANT_STREAMS), (other, theirs, others)):
+            task_id = await started(requester, poller)
+            for _ in range(streams):  # the run's first read (working) serves every stream for 5 s
+                group.start_soon(listen, requester, [task_id])
+        for _ in range(200):
+            if len(mine.notices) + len(theirs.notices) == MAX_TENANT_STREAMS + others:
+                break
+            await anyio.sleep(0.05)
+        await anyio.sleep(REDIS_TIMEOUT + 0.5)  # every stream quiet for longer than a Redis read may take
+        async with httpx2.AsyncClient(timeout=30) as probe:
+            ready = (await probe.get(f"{replica.origin}/readyz")).json()
+        with pytest.raises(MCPError) as refused:
+            await listen(client, [mine.handles[-1].task_id])
+        group.cancel_scope.cancel()
+    assert [notice.status for notice in mine.notices] == ["working"] * MAX_TENANT_STREAMS
+    assert [notice.status for notice in theirs.notices] == ["working"] * others
+    assert ready["redis"] == "reachable", ready
+    assert refused.value.error.code == -32600
+    assert f"already listens on {MAX_TENANT_STREAMS} streams" in refused.value.error.message
 
 
 @pytest.mark.anyio

@@ -209,7 +209,7 @@ class RunTasks(Extension):
             return await self._view(ctx, task_id, record, reading, legacy=False)
 
         runs = {task_id: (record.org_id, record.run_id) for task_id, record in records.items()}
-        return await self.reads.stream(ctx, runs, view, refresh)
+        return await self.reads.stream(ctx, credentials.token_key, runs, view, refresh)
 
     # -- what they share ----------------------------------------------------------------------------------------
 

@@ -1,11 +1,12 @@
 """`notifications/tasks` for a 2026-07-28 client listening on a task (`subscriptions/listen` with `taskIds`).
 
 Every status read of a run (`RunStatus`, whichever replica makes it, for whichever poller) is published on the
-run's channel: through Redis to every replica, or on the SDK's in-process `SubscriptionBus` without one. A listen
-stream follows the channels of its tasks' runs and sends a task's state when its status changes, so a client hears
-the end of a run on the replica it listens on, whichever replica read it. With nobody polling, the stream reads its
-runs itself, every one and a half `pollIntervalMs` (the reads are the shared ones: no more requests to the service
-than a poller).
+replica's in-process `SubscriptionBus` (the SDK's) and on the run's Redis channel. One relay per replica, with one
+Redis connection for the server's life, brings the other replicas' reads onto the bus; listen streams follow the
+bus only, so no stream holds a connection of the pool that pacing, caches and sign-in share, and a quiet channel is
+not a Redis failure. A stream sends a task's state when its status changes, so a client hears the end of a run on
+the replica it listens on, whichever replica read it. With nobody polling, the stream reads its runs itself, every
+one and a half `pollIntervalMs` (the reads are the shared ones: no more requests to the service than a poller).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import contextlib
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
-import anyio.abc
 from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY, InMemorySubscriptionBus
@@ -34,15 +36,21 @@ from mcp.types import (
 
 from ..caching import KEY_PREFIX, SharedStore
 
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
 logger = logging.getLogger(__name__)
 
 MAX_STREAMS: Final = 256  # listen streams on tasks held open at once on one replica
+MAX_TENANT_STREAMS: Final = MAX_STREAMS // 8  # of those, held by one token: no tenant takes a replica's streams
 MAX_TASKS_PER_STREAM: Final = 20
 STREAM_SECONDS: Final = 900.0  # then the stream ends gracefully; the client listens again (no state is lost)
 EVENTS_BUFFERED: Final = 64
 # A stream reads its runs itself only after this many poll intervals without a read by anyone: while clients poll
 # (on any replica), their reads reach it through the channel and it adds none.
 SELF_READ_AFTER: Final = 1.5
+RELAY_WAIT: Final = 10.0  # seconds one read of the relay waits for a message: a quiet channel is no failure
+RELAY_PAUSES: Final = (0.5, 30.0)  # the relay's first and longest pause before it tries a lost Redis again
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,41 +71,109 @@ def channel(org_id: int, run_id: int) -> str:
     return f"{KEY_PREFIX}:{{org{org_id}-run{run_id}}}:status-read"
 
 
+CHANNELS: Final = f"{KEY_PREFIX}:{{org*-run*}}:status-read"  # the pattern every run's channel matches
+
+
 class RunReads:
     """Publishes run reads and serves listen streams on tasks; across replicas through the store's Redis."""
 
     def __init__(self, store: SharedStore) -> None:
         self._store = store
         self._local = InMemorySubscriptionBus()
+        self._origin = secrets.token_hex(8)  # this replica's reads come back from Redis too: the relay skips them
         self._streams = 0
+        self._tenant_streams: dict[str, int] = {}  # token key -> its streams open here (no entry at 0)
 
     async def publish(self, event: RunRead) -> None:
+        await self._local.publish(event)  # type: ignore[arg-type]  # the bus carries any event; ours is a run read
         if (redis := self._store.reachable()) is not None:
             try:
-                await redis.publish(channel(event.org_id, event.run_id), json.dumps(event.reading))
-                return
+                await redis.publish(channel(event.org_id, event.run_id),
+                                    json.dumps({"from": self._origin, "reading": event.reading}))
             except self._store.failures as exc:
                 self._store.lost(exc)
-        await self._local.publish(event)  # type: ignore[arg-type]  # the bus carries any event; ours is a run read
 
-    async def stream(self, ctx: ServerRequestContext[Any, Any], tasks: dict[str, tuple[int, int]],
+    def subscribe(self, listener: Callable[[RunRead], None]) -> Callable[[], None]:
+        """`listener` hears every run read this replica hears of, its own and the relayed; returns the unsubscribe."""
+        return self._local.subscribe(listener)  # type: ignore[arg-type]  # the bus carries only run reads
+
+    @asynccontextmanager
+    async def relaying(self) -> AsyncIterator[None]:
+        """While the server runs (its lifespan): the other replicas' reads, from Redis onto this replica's bus."""
+        if self._store.redis is None:
+            yield
+            return
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._relay, self._store.redis)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _relay(self, redis: Redis) -> None:
+        """One pattern subscription on every run's channel, read `RELAY_WAIT` at a time, until cancelled. Redis
+        lost, it is tried again after a pause that doubles up to `RELAY_PAUSES[1]`; meanwhile streams hear this
+        replica's reads and read their runs themselves. The store is not told: its commands judge Redis for it."""
+        pause, working = RELAY_PAUSES[0], True
+        while True:
+            pubsub = redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.psubscribe(CHANNELS)
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=RELAY_WAIT)
+                    if not working:
+                        logger.warning("The relay of task status reads reached Redis again")
+                    pause, working = RELAY_PAUSES[0], True
+                    if message is not None and (event := self._received(message)) is not None:
+                        await self._local.publish(event)  # type: ignore[arg-type]  # as in `publish`
+            except self._store.failures as exc:
+                if working:
+                    logger.warning("The relay of task status reads lost Redis (%s): listen streams on this replica "
+                                   "hear only its own reads until it is back", type(exc).__name__)
+                working = False
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(*self._store.failures):
+                    await pubsub.aclose()
+            await anyio.sleep(pause)
+            pause = min(2 * pause, RELAY_PAUSES[1])
+
+    def _received(self, message: dict[str, Any]) -> RunRead | None:
+        """Another replica's read, from a message on a run's channel; None for this replica's own or a malformed
+        one (anything may publish there: a bad message is dropped, not a reason to stop relaying)."""
+        name = message["channel"].decode() if isinstance(message["channel"], bytes) else message["channel"]
+        try:
+            org, run = name.split("{org", 1)[1].split("}", 1)[0].split("-run")  # aamcp:{org<o>-run<r>}:status-read
+            body = json.loads(message["data"])
+            if body["from"] == self._origin:
+                return None
+            return RunRead(int(org), int(run), dict(body["reading"]))
+        except (ValueError, TypeError, KeyError, IndexError):
+            logger.debug("A malformed message on %s was dropped", name)
+            return None
+
+    async def stream(self, ctx: ServerRequestContext[Any, Any], tenant: str, tasks: dict[str, tuple[int, int]],
                      view: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
                      refresh: Callable[[str], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        """One listen stream: the ack naming the tasks honoured, then each task's state when its status changes,
-        until every task has ended, the client goes, or `STREAM_SECONDS` pass. `tasks` maps a task id to its
-        (organisation, run); `view(task, reading)` is the task as a reading shows it, `refresh(task)` reads it."""
+        """One listen stream of `tenant` (a token key): the ack naming the tasks honoured, then each task's state
+        when its status changes, until every task has ended, the client goes, or `STREAM_SECONDS` pass. `tasks`
+        maps a task id to its (organisation, run); `view(task, reading)` is the task as a reading shows it,
+        `refresh(task)` reads it."""
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(INVALID_REQUEST, "subscriptions/listen requires a request id")
         if self._streams >= MAX_STREAMS:
             raise MCPError(INTERNAL_ERROR, "Subscription limit reached on this replica: listen again in a moment")
+        held = self._tenant_streams.get(tenant, 0)
+        if held >= MAX_TENANT_STREAMS:
+            raise MCPError(INVALID_REQUEST, f"This API token already listens on {held} streams on this replica (the "
+                           "most one token may): listen on several tasks in one stream, or end one first")
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
         last: dict[str, dict[str, Any]] = {}  # what the client was last told of each task
         send, receive = anyio.create_memory_object_stream[RunRead](EVENTS_BUFFERED)
         runs = set(tasks.values())
 
-        def deliver(event: Any) -> None:
-            if isinstance(event, RunRead) and (event.org_id, event.run_id) in runs:
+        def deliver(event: RunRead) -> None:
+            if (event.org_id, event.run_id) in runs:
                 with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):  # a level trigger: the next
                     send.send_nowait(event)  # read says the same or newer
 
@@ -109,52 +185,34 @@ class RunReads:
                                                     related_request_id=subscription_id)
 
         self._streams += 1
-        unsubscribe = self._local.subscribe(deliver)
+        self._tenant_streams[tenant] = held + 1
+        unsubscribe = self.subscribe(deliver)
         try:
             honoured = SubscriptionFilter.model_validate({"taskIds": list(tasks)})
             await ctx.session.send_notification(SubscriptionsAcknowledgedNotification(
                 params=SubscriptionsAcknowledgedNotificationParams(notifications=honoured, _meta=meta)),
                 related_request_id=subscription_id)
             with anyio.move_on_after(STREAM_SECONDS):
-                async with anyio.create_task_group() as group:
-                    if (redis := self._store.reachable()) is not None:
-                        group.start_soon(self._follow_redis, redis, runs, deliver)
-                    for task_id in tasks:  # where each stands now (a read shared with every poller)
-                        await tell(task_id, await refresh(task_id))
-                    while any(state["status"] == "working" for state in last.values()):
-                        quiet = SELF_READ_AFTER * min(_poll_seconds(state) for state in last.values())
-                        with anyio.move_on_after(quiet) as waited:
-                            event = await receive.receive()
-                            for task_id, run in tasks.items():
-                                if run == (event.org_id, event.run_id):
-                                    await tell(task_id, await view(task_id, event.reading))
-                        if waited.cancelled_caught:  # nobody read them meanwhile: read them here
-                            for task_id in tasks:
-                                await tell(task_id, await refresh(task_id))
-                    group.cancel_scope.cancel()
+                for task_id in tasks:  # where each stands now (a read shared with every poller)
+                    await tell(task_id, await refresh(task_id))
+                while any(state["status"] == "working" for state in last.values()):
+                    quiet = SELF_READ_AFTER * min(_poll_seconds(state) for state in last.values())
+                    with anyio.move_on_after(quiet) as waited:
+                        event = await receive.receive()
+                        for task_id, run in tasks.items():
+                            if run == (event.org_id, event.run_id):
+                                await tell(task_id, await view(task_id, event.reading))
+                    if waited.cancelled_caught:  # nobody read them meanwhile: read them here
+                        for task_id in tasks:
+                            await tell(task_id, await refresh(task_id))
         finally:
             unsubscribe()
             self._streams -= 1
+            if (left := self._tenant_streams.pop(tenant) - 1) > 0:
+                self._tenant_streams[tenant] = left
             send.close()
             receive.close()
         return {"resultType": "complete", "_meta": meta}
-
-    async def _follow_redis(self, redis: Any, runs: set[tuple[int, int]], deliver: Callable[[Any], None]) -> None:
-        """This stream's runs' channels, from every replica, into `deliver`."""
-        pubsub = redis.pubsub(ignore_subscribe_messages=True)
-        try:
-            await pubsub.subscribe(*(channel(org, run) for org, run in runs))
-            async for message in pubsub.listen():
-                name = message["channel"].decode() if isinstance(message["channel"], bytes) else message["channel"]
-                org_run = name.split("{", 1)[1].split("}", 1)[0]  # org<o>-run<r>
-                org, run = (int(part.removeprefix("org").removeprefix("run")) for part in org_run.split("-"))
-                deliver(RunRead(org, run, json.loads(message["data"])))
-        except self._store.failures as exc:  # the stream goes on reading by itself
-            self._store.lost(exc)
-        finally:
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(*self._store.failures):
-                    await pubsub.aclose()
 
 
 def _poll_seconds(state: dict[str, Any]) -> float:
