@@ -351,7 +351,9 @@ IMAGE_PYTHON: Final = {"python_version": "3.12", "python_full_version": "3.12.0"
 
 
 @pytest.mark.parametrize(("file", "requirements"), [
-    ("requirements.lock", PYPROJECT["project"]["dependencies"]),
+    # The image traces when the OTEL_* variables say so: the `otel` extra is in it.
+    ("requirements.lock",
+     [*PYPROJECT["project"]["dependencies"], *PYPROJECT["project"]["optional-dependencies"]["otel"]]),
     ("requirements-build.lock", PYPROJECT["build-system"]["requires"])])
 def test_the_images_lock_files_pin_every_requirement_with_hashes_in_range(file: str, requirements: list[str]) -> None:
     """What the Dockerfile installs with --require-hashes: each requirement of pyproject.toml that applies to the

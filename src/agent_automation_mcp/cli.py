@@ -207,9 +207,14 @@ def serve(args: argparse.Namespace) -> int:
             from .remote.oauth import SignIn
 
             SignIn.check(remote)
+        from . import tracing
+
+        traces = tracing.start()  # the standard OTEL_* variables; off without them
     except ValueError as exc:
         say(f"error: {exc}", logging.ERROR)
         return 2
+    if traces is not None:
+        say(traces)
     with ExitStack() as stack:
         if args.sandbox:
             from .sandbox import SandboxConfig, SandboxServer

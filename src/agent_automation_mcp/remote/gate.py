@@ -16,6 +16,7 @@ import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import tracing
 from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
@@ -81,7 +82,9 @@ class McpGate:
         if not listening:  # counted from the start: a token check is part of the request a drain waits for
             self.lifecycle.in_flight += 1
         try:
-            refusal = await self._refusal(Headers(scope=scope), scope)
+            with tracing.span("gate") as span:
+                refusal = await self._refusal(Headers(scope=scope), scope)
+                tracing.note(span, {"agent_automation.gate.status": refusal[0] if refusal is not None else 200})
             if refusal is not None:
                 status, body, extra = refusal
                 await _respond(send, status, body, extra)
