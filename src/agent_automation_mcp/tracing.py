@@ -175,17 +175,17 @@ def upstream_answered(span: Span | None, status: int | None, outcome: str) -> No
 MAX_META_BYTES: Final = 65_536  # a `_meta.traceparent` is looked for in a body this long at most
 
 
-async def incoming(scope: Scope, receive: Receive) -> tuple[Context | None, Receive]:
+async def incoming(scope: Scope, receive: Receive) -> tuple[Receive, Context | None]:
     """The caller's trace context: W3C `traceparent` as an HTTP header, else in the JSON-RPC request's
     `params._meta` (where MCP clients put it, the SDK's own included). Reading the body for it means reading
     it before the gate (bounded, and only when tracing is on); `receive` is replaced by one that hands the SDK
     the same messages."""
     if _tracer is None:
-        return None, receive
+        return receive, None
     carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", ())
                if name in (b"traceparent", b"tracestate")}
     if "traceparent" in carrier or scope.get("method") != "POST":
-        return (propagate.extract(carrier) if carrier else None), receive
+        return receive, (propagate.extract(carrier) if carrier else None)
     read: deque[Message] = deque()
     size = 0
     while size <= MAX_META_BYTES:
@@ -199,7 +199,7 @@ async def incoming(scope: Scope, receive: Receive) -> tuple[Context | None, Rece
     async def replaying() -> Message:
         return read.popleft() if read else await receive()
 
-    return _meta_context(body), replaying
+    return replaying, _meta_context(body)
 
 
 def _meta_context(body: bytes) -> Context | None:

@@ -1,0 +1,165 @@
+"""Traces over real HTTP: the server exports to an OTLP receiver on loopback, and one tool call is one trace that
+continues the caller's and goes on into the service (the sandbox records the `traceparent` it received)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator
+from typing import Any, Final
+
+import httpx2
+import pytest
+from harness import RATE_LIMITS, HttpServer, clean_env
+from mcp import Client
+from mcp.client.context import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitRequestParams, ElicitResult
+from otlp_receiver import OtlpReceiver, Received, otlp_receiver
+
+from agent_automation_mcp.api.credentials import Credentials
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+
+TOKEN: Final = "tok-traced-tenant-0d5c"
+SECRET: Final = "a-log-secret-for-the-trace-tests"
+USER_ID: Final = 987_654_321  # a query value: it goes to the service and never into a span
+# The caller's span, as a W3C traceparent: version, trace id, span id, sampled.
+TRACE_ID, CALLER_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+TRACEPARENT: Final = f"00-{TRACE_ID}-{CALLER_SPAN}-01"
+META_TRACE, META_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SandboxServer]:
+    with SandboxServer(SandboxConfig(tokens=(TOKEN,), rate_limits=parse_rate_limits(RATE_LIMITS))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    with otlp_receiver() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def traced(sandbox: SandboxServer, receiver: OtlpReceiver) -> Iterator[HttpServer]:
+    """The server with the standard variables pointing at the receiver."""
+    env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
+                    AGENT_AUTOMATION_TOOLSETS="all", AGENT_AUTOMATION_LOG_SECRET=SECRET,
+                    OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_SERVICE_NAME="mcp-under-test",
+                    OTEL_TRACES_SAMPLER="parentbased_always_on", OTEL_BSP_SCHEDULE_DELAY="50")
+    for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        env.pop(name, None)
+    server = HttpServer(env, "--auth", "request", "--log-format", "json")
+    yield server
+    if server.process.returncode is None:  # the last test stops it to read its lines
+        server.stop()
+
+
+def client(url: str, **headers: str) -> Client:
+    async def confirm(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}", **headers}, timeout=30)
+    return Client(streamable_http_client(url, http_client=http), elicitation_callback=confirm)
+
+
+def one(spans: list[Received], name: str, **where: Any) -> Received:
+    (found,) = [span for span in spans if span.name == name
+                and all(getattr(span, key) == value for key, value in where.items())]
+    return found
+
+
+def children(spans: list[Received], parent: Received) -> list[str]:
+    return sorted(span.name for span in spans if span.parent_id == parent.span_id)
+
+
+@pytest.mark.anyio
+async def test_a_tool_call_is_one_trace_from_the_callers_traceparent_into_the_service(
+        traced: HttpServer, receiver: OtlpReceiver, sandbox: SandboxServer) -> None:
+    server = traced
+    async with client(server.url, traceparent=TRACEPARENT) as session:
+        result = await session.call_tool("list_agent_runs", {"user_id": USER_ID, "limit": 5})
+    assert not result.is_error, result
+    upstream = "GET /v1/organizations/{org_id}/agent/runs"
+    spans = receiver.wait_for(lambda got: any(s.name == upstream and s.trace_id == TRACE_ID for s in got))
+    mine = [span for span in spans if span.trace_id == TRACE_ID]
+
+    # The SDK's span for the call sits in our span for its HTTP request, which continues the caller's span.
+    call = one(mine, "tools/call list_agent_runs")
+    request = one(mine, "POST /mcp", span_id=call.parent_id)
+    assert request.kind == "server" and request.parent_id == CALLER_SPAN
+    assert request.attributes["http.response.status_code"] == 200
+    key = Credentials(TOKEN).token_key
+    assert request.attributes["agent_automation.tenant"] == hmac.new(
+        SECRET.encode(), key.encode(), hashlib.sha256).hexdigest()[:16]
+    assert children(mine, request) == ["gate", "tools/call list_agent_runs"]
+    gate = one(mine, "gate", parent_id=request.span_id)
+    assert gate.attributes["agent_automation.gate.status"] == 200
+    check = one(mine, "gate token check", parent_id=gate.span_id)
+    assert check.attributes["agent_automation.token.verdict"] == "accepted"
+
+    # Inside the call: the organisation looked up once, then the pacing wait and the request for the runs.
+    waits = [span for span in mine if span.name == "pacing wait" and span.parent_id == call.span_id]
+    assert waits and all(span.attributes["agent_automation.pacing.ledger"] == "local"
+                         and span.attributes["agent_automation.pacing.wait_seconds"] >= 0
+                         and span.attributes["agent_automation.pacing.buckets"] == ["standard"] for span in waits)
+    sent = one(mine, upstream, parent_id=call.span_id)
+    assert sent.kind == "client" and not sent.error
+    assert sent.attributes == {"http.request.method": "GET", "url.template": "/v1/organizations/{org_id}/agent/runs",
+                               "agent_automation.operation": "list_agent_runs", "http.response.status_code": 200,
+                               "agent_automation.outcome": "answered"}
+    assert sent.resource["service.name"] == "mcp-under-test"
+
+    # The service received the upstream span's own context: the trace goes on there.
+    log = httpx2.get(f"{sandbox.url}/_sandbox/requests", params={"operation": "list_agent_runs"}).json()
+    assert [record["traceparent"] for record in log] == [f"00-{TRACE_ID}-{sent.span_id}-01"]
+    assert str(USER_ID) in log[0]["query"]  # the value was sent...
+
+    # ...and never exported: nor the token, nor its plain hash.
+    for body in receiver.exports:
+        for secret in (TOKEN.encode(), key.encode(), str(USER_ID).encode()):
+            assert secret not in body
+
+
+@pytest.mark.anyio
+async def test_a_traceparent_in_meta_is_continued_and_the_confirmation_is_a_span(
+        traced: HttpServer, receiver: OtlpReceiver) -> None:
+    """MCP clients carry trace context in `params._meta` (the SDK's own client does); the confirmation's
+    round trip is in the same trace."""
+    server = traced
+    async with client(server.url) as session:
+        result = await session.call_tool("delete_webhook", {}, meta={"traceparent": f"00-{META_TRACE}-{META_SPAN}-01"})
+    assert not result.is_error, result
+    spans = receiver.wait_for(lambda got: any(s.name == "confirmation" and s.trace_id == META_TRACE for s in got))
+    mine = [span for span in spans if span.trace_id == META_TRACE]
+    calls = [span for span in mine if span.name == "tools/call delete_webhook"]
+    assert calls and all(span.parent_id == META_SPAN for span in calls)
+    requests = [span for span in mine if span.name == "POST /mcp"]
+    assert len(requests) == len(calls) and all(span.parent_id == META_SPAN for span in requests)
+    confirmation = one(mine, "confirmation")
+    assert confirmation.parent_id in {span.span_id for span in calls}
+    assert confirmation.attributes == {"gen_ai.tool.name": "delete_webhook",
+                                       "agent_automation.confirmation.answer": "confirmed"}
+    assert any(span.name.startswith("DELETE ") and span.kind == "client" for span in mine)
+
+
+def test_access_lines_lead_to_their_traces(traced: HttpServer, receiver: OtlpReceiver) -> None:
+    """Last in the module: it stops the server to read every line it wrote."""
+    server = traced
+    answer = httpx2.post(server.url, headers={
+        "authorization": f"Bearer {TOKEN}", "content-type": "application/json", "traceparent": TRACEPARENT,
+        "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/list"}, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}}, timeout=30)
+    assert answer.status_code == 200
+    request_id = answer.headers["x-request-id"]
+    receiver.wait_for(lambda got: any(s.attributes.get("agent_automation.request_id") == request_id for s in got))
+    text = server.stop()
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    (line,) = [line for line in lines if line.get("request_id") == request_id and line.get("event") == "access"]
+    assert line["trace_id"] == TRACE_ID
+    assert TOKEN not in text
