@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, Final
 
+import anyio
 import httpx2
 import pytest
 from harness import RATE_LIMITS, HttpServer, clean_env
@@ -29,6 +30,7 @@ USER_ID: Final = 987_654_321  # a query value: it goes to the service and never 
 TRACE_ID, CALLER_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 TRACEPARENT: Final = f"00-{TRACE_ID}-{CALLER_SPAN}-01"
 META_TRACE, META_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+SLOT_TRACE: Final = "5b8efff798038103d269b633813fc60c"
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,8 @@ def traced(sandbox: SandboxServer, receiver: OtlpReceiver) -> Iterator[HttpServe
                     OTEL_TRACES_SAMPLER="parentbased_always_on", OTEL_BSP_SCHEDULE_DELAY="50")
     for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL"):
         env.pop(name, None)
-    server = HttpServer(env, "--auth", "request", "--log-format", "json")
+    # One call in flight per token: a second waits for the first, in a span of its own.
+    server = HttpServer(env, "--auth", "request", "--log-format", "json", "--max-tenant-calls", "1")
     yield server
     if server.process.returncode is None:  # the last test stops it to read its lines
         server.stop()
@@ -144,6 +147,23 @@ async def test_a_traceparent_in_meta_is_continued_and_the_confirmation_is_a_span
     assert confirmation.attributes == {"gen_ai.tool.name": "delete_webhook",
                                        "agent_automation.confirmation.answer": "confirmed"}
     assert any(span.name.startswith("DELETE ") and span.kind == "client" for span in mine)
+
+
+@pytest.mark.anyio
+async def test_a_call_over_the_tenants_cap_shows_its_wait_for_a_slot(traced: HttpServer,
+                                                                     receiver: OtlpReceiver) -> None:
+    async with client(traced.url, traceparent=f"00-{SLOT_TRACE}-{CALLER_SPAN}-01") as session:
+        run = await session.call_tool("create_agent_run", {"prompt": "Hold the slot"})
+        waiting = {"agent_run_id": run.structured_content["id"], "wait_seconds": 1}  # the run takes 20 s
+        async with anyio.create_task_group() as group:
+            for _ in range(2):
+                group.start_soon(session.call_tool, "get_agent_run", waiting)
+    spans = receiver.wait_for(lambda got: sum(s.name == "tools/call get_agent_run" and s.trace_id == SLOT_TRACE
+                                              for s in got) == 2)
+    calls = [span for span in spans if span.name == "tools/call get_agent_run"]
+    (wait,) = [span for span in spans if span.name == "tenant slot wait" and span.trace_id == SLOT_TRACE]
+    assert wait.parent_id in {call.span_id for call in calls}
+    assert wait.attributes == {"agent_automation.tenant_slots.limit": 1} and not wait.error
 
 
 def test_access_lines_lead_to_their_traces(traced: HttpServer, receiver: OtlpReceiver) -> None:
