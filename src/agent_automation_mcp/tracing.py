@@ -18,9 +18,10 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
 from . import __version__
@@ -33,6 +34,8 @@ PROTOCOL: Final = "http/protobuf"  # the exporter without grpcio: requests and p
 DEFAULT_ENDPOINT: Final = "http://localhost:4318"  # the specification's default for OTLP over HTTP
 
 _tracer: Tracer | None = None  # None: tracing is off
+# W3C trace context only, in and out, whatever OTEL_PROPAGATORS says: a caller's baggage is never sent to the service.
+_W3C: Final = TraceContextTextMapPropagator()
 _OFF: Final[AbstractContextManager[None]] = nullcontext()
 
 
@@ -155,7 +158,7 @@ def upstream_request(method: str, template: str, operation: str, attempt: int, r
 @contextmanager
 def _injecting(within: AbstractContextManager[Span], headers: dict[str, str]) -> Iterator[Span]:
     with within as current:
-        propagate.inject(headers)  # traceparent (and tracestate) of this span: the trace goes on in the service
+        _W3C.inject(headers)  # traceparent (and tracestate) of this span: the trace goes on in the service
         yield current
 
 
@@ -185,7 +188,7 @@ async def incoming(scope: Scope, receive: Receive) -> tuple[Receive, Context | N
     carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", ())
                if name in (b"traceparent", b"tracestate")}
     if "traceparent" in carrier or scope.get("method") != "POST":
-        return receive, (propagate.extract(carrier) if carrier else None)
+        return receive, (_W3C.extract(carrier) if carrier else None)
     read: deque[Message] = deque()
     size = 0
     while size <= MAX_META_BYTES:
@@ -214,12 +217,12 @@ def _meta_context(body: bytes) -> Context | None:
     if not isinstance(meta, dict):
         return None
     carrier = {key: meta[key] for key in ("traceparent", "tracestate") if isinstance(meta.get(key), str)}
-    return propagate.extract(carrier) if "traceparent" in carrier else None
+    return _W3C.extract(carrier) if "traceparent" in carrier else None
 
 
 def serving(scope: Scope, parent: Context | None) -> AbstractContextManager[Span | None]:
-    """The span of one `/mcp` request; none for a listening stream (`GET`), which holds no call."""
-    if _tracer is None or scope["method"] == "GET":
+    """The span of one `/mcp` request (a listening stream's lasts as long as the stream)."""
+    if _tracer is None:
         return _OFF
     return _span(_tracer, f"{scope['method']} {scope['path']}",
                  {"http.request.method": scope["method"], "http.route": scope["path"], "url.path": scope["path"],

@@ -129,12 +129,13 @@ async def test_a_tool_call_is_one_trace_from_the_callers_traceparent_into_the_se
 
 @pytest.mark.anyio
 async def test_a_traceparent_in_meta_is_continued_and_the_confirmation_is_a_span(
-        traced: HttpServer, receiver: OtlpReceiver) -> None:
+        traced: HttpServer, receiver: OtlpReceiver, sandbox: SandboxServer) -> None:
     """MCP clients carry trace context in `params._meta` (the SDK's own client does); the confirmation's
     round trip is in the same trace."""
     server = traced
+    meta = {"traceparent": f"00-{META_TRACE}-{META_SPAN}-01"}
     async with client(server.url) as session:
-        result = await session.call_tool("delete_webhook", {}, meta={"traceparent": f"00-{META_TRACE}-{META_SPAN}-01"})
+        result = await session.call_tool("delete_webhook", {}, meta=meta)
     assert not result.is_error, result
     spans = receiver.wait_for(lambda got: any(s.name == "confirmation" and s.trace_id == META_TRACE for s in got))
     mine = [span for span in spans if span.trace_id == META_TRACE]
@@ -146,7 +147,10 @@ async def test_a_traceparent_in_meta_is_continued_and_the_confirmation_is_a_span
     assert confirmation.parent_id in {span.span_id for span in calls}
     assert confirmation.attributes == {"gen_ai.tool.name": "delete_webhook",
                                        "agent_automation.confirmation.answer": "confirmed"}
-    assert any(span.name.startswith("DELETE ") and span.kind == "client" for span in mine)
+    sent = one(mine, "DELETE /v1/organizations/{org_id}/webhooks/agent-run")
+    assert sent.kind == "client" and sent.parent_id in {span.span_id for span in calls}
+    log = httpx2.get(f"{sandbox.url}/_sandbox/requests", params={"operation": "delete_webhook"}).json()
+    assert [record["traceparent"] for record in log] == [f"00-{META_TRACE}-{sent.span_id}-01"]
 
 
 @pytest.mark.anyio
