@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -82,6 +83,27 @@ def seams_off_microseconds(calls: int = 200_000) -> float:
     return (time.process_time() - started) / calls * 1e6
 
 
+IMPORTS = """
+import sys, time
+import agent_automation_mcp.cli, agent_automation_mcp.remote.app
+loaded, started = len(sys.modules), time.process_time()
+from agent_automation_mcp import tracing
+tracing.start()
+print(len(sys.modules) - loaded, (time.process_time() - started) * 1000)
+"""
+
+
+def start_cost(env: dict[str, str], on: bool) -> tuple[int, float]:
+    """Modules loaded and CPU milliseconds spent by `tracing.start()` in a fresh process, after the server's own
+    imports: what traces add to a start (the median of five)."""
+    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+    if on:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"  # never reached: nothing is exported here
+    runs = [subprocess.run([sys.executable, "-c", IMPORTS], env=env, capture_output=True, text=True, check=True,
+                           timeout=60).stdout.split() for _ in range(5)]
+    return int(runs[0][0]), statistics.median(float(run[1]) for run in runs)
+
+
 def start(target: str, env: dict[str, str], before: Path, collector: Collector) -> ServerProcess:
     env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
     if target == "main":
@@ -93,7 +115,7 @@ def start(target: str, env: dict[str, str], before: Path, collector: Collector) 
 
 
 def render(rows: list[Row], command: str, machine_load: float, duration: float, rounds: int,
-           collector: Collector, seams: float) -> str:
+           collector: Collector, seams: float, starts: dict[bool, tuple[int, float]]) -> str:
     by = {(r.concurrency, r.target): r for r in rows}
     ours = [t for t in TARGETS if t != "main"]
     head = ["concurrency", *(f"{TARGETS[t]}: calls/s (CPU per call)" for t in TARGETS),
@@ -126,7 +148,10 @@ def render(rows: list[Row], command: str, machine_load: float, duration: float, 
               "from the traced server only.",
               f"- Traces off, the seams of one call (the `/mcp` span, the gate's, the token check's, a pacing wait, an "
               f"upstream request, with their notes) cost {seams:.2f} µs of CPU in all, measured in-process over "
-              "200,000 rounds: what off adds to a call, far below the rounds' noise.", ""]
+              "200,000 rounds: what off adds to a call, far below the rounds' noise.",
+              f"- At start, after the server's own imports, `tracing.start()` loads {starts[False][0]} modules and "
+              f"takes {starts[False][1]:.1f} ms of CPU with traces off; on, {starts[True][0]} modules (the SDK, the "
+              f"exporter, protobuf, requests) and {starts[True][1]:.0f} ms (medians of five fresh processes).", ""]
     return "\n".join(lines)
 
 
@@ -144,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             or not (args.before / "agent_automation_mcp").is_dir():
         parser.error("concurrency 1-200, duration up to 120 s, rounds 1-20, --before a src/ holding the package")
     seams = seams_off_microseconds()
+    starts = {on: start_cost(dict(os.environ), on) for on in (False, True)}
     machine_load = os.getloadavg()[0]
     targets = list(TARGETS)
     collector = Collector()
@@ -167,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{cell[target].cpu_per_round[-1]:.2f} ms CPU per call, errors {load.errors or 0}, "
                           f"load {cell[target].loadavgs[-1]:.1f}", flush=True)
     publish(render(rows, command_line("tracing.py", argv), machine_load, args.duration, args.rounds, collector,
-                   seams), args.write)
+                   seams, starts), args.write)
     return 0
 
 
