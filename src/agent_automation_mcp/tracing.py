@@ -2,10 +2,10 @@
 
 Off (the default) nothing more is imported or started, and every function here returns at once: no span is
 made, not even the API's no-op one. On (`start`), the SDK exports over OTLP, HTTP with protobuf, from a batch
-thread. A request's trace holds our `/mcp` span (remote only), the gate's, the SDK's span for the MCP method
-(`mcp.server._otel`, which finds the provider through the API's global), and inside it ours for each pacing
-wait, each upstream request and the confirmation. No span holds a token, a query's values, a body or an
-exception's message; the tenant is named by `logs.tenant_id`'s HMAC only.
+thread. A request's trace holds our `/mcp` span (remote only), the gate's with its token check, the SDK's span
+for the MCP method (`mcp.server._otel`, which finds the provider through the API's global), and inside it ours
+for a wait for the tenant's slot, each pacing wait, each upstream request and the confirmation. No span holds a
+token, a query's values, a body or an exception's message; the tenant is named by `logs.tenant_id`'s HMAC only.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from . import __version__
+from .logs import PROG
 
 if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope
 
-NAME: Final = "agent-automation-mcp"
 PROTOCOL: Final = "http/protobuf"  # the exporter without grpcio: requests and protobuf, which a few spans a call need
 DEFAULT_ENDPOINT: Final = "http://localhost:4318"  # the specification's default for OTLP over HTTP
 
@@ -73,7 +73,7 @@ def start() -> str | None:
         raise ValueError("traces are asked for (OTEL_* variables), but the OpenTelemetry SDK is not installed: "
                          "pip install 'agent-automation-mcp[otel]', or unset them") from None
     resource = Resource.create()  # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
-    ours = {SERVICE_NAME: NAME} if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service") else {}
+    ours = {SERVICE_NAME: PROG} if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service") else {}
     if SERVICE_VERSION not in resource.attributes:
         ours[SERVICE_VERSION] = __version__
     provider = TracerProvider(resource=resource.merge(Resource(ours)))  # the sampler from OTEL_TRACES_SAMPLER
