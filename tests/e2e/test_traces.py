@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import anyio
@@ -69,6 +69,16 @@ def client(url: str, **headers: str) -> Client:
     return Client(streamable_http_client(url, http_client=http), elicitation_callback=confirm)
 
 
+def whole(trace_id: str, caller: str, name: str) -> Callable[[list[Received]], bool]:
+    """Whether the trace holds a span named `name` and every span's parent: a span is exported when it ends, so
+    the outer ones come last, perhaps in a later batch."""
+    def found(spans: list[Received]) -> bool:
+        mine = [span for span in spans if span.trace_id == trace_id]
+        ids = {span.span_id for span in mine} | {caller}
+        return any(span.name == name for span in mine) and all(span.parent_id in ids for span in mine)
+    return found
+
+
 def one(spans: list[Received], name: str, **where: Any) -> Received:
     (found,) = [span for span in spans if span.name == name
                 and all(getattr(span, key) == value for key, value in where.items())]
@@ -87,7 +97,7 @@ async def test_a_tool_call_is_one_trace_from_the_callers_traceparent_into_the_se
         result = await session.call_tool("list_agent_runs", {"user_id": USER_ID, "limit": 5})
     assert not result.is_error, result
     upstream = "GET /v1/organizations/{org_id}/agent/runs"
-    spans = receiver.wait_for(lambda got: any(s.name == upstream and s.trace_id == TRACE_ID for s in got))
+    spans = receiver.wait_for(whole(TRACE_ID, CALLER_SPAN, upstream))
     mine = [span for span in spans if span.trace_id == TRACE_ID]
 
     # The SDK's span for the call sits in our span for its HTTP request, which continues the caller's span.
@@ -102,7 +112,10 @@ async def test_a_tool_call_is_one_trace_from_the_callers_traceparent_into_the_se
     gate = one(mine, "gate", parent_id=request.span_id)
     assert gate.attributes["agent_automation.gate.status"] == 200
     check = one(mine, "gate token check", parent_id=gate.span_id)
-    assert check.attributes["agent_automation.token.verdict"] == "accepted"
+    assert check.attributes == {"agent_automation.token.asked": False, "agent_automation.token.verdict": "accepted"}
+    # The token's first request (the client's first, in the same trace) asked the service, from the strangers' budget.
+    (asked,) = [span for span in mine if span.attributes.get("agent_automation.token.asked")]
+    assert children(mine, asked) == ["GET /v1/users/me", "gate strangers budget", "pacing wait"]
 
     # Inside the call: the organisation looked up once, then the pacing wait and the request for the runs.
     waits = [span for span in mine if span.name == "pacing wait" and span.parent_id == call.span_id]
@@ -137,7 +150,7 @@ async def test_a_traceparent_in_meta_is_continued_and_the_confirmation_is_a_span
     async with client(server.url) as session:
         result = await session.call_tool("delete_webhook", {}, meta=meta)
     assert not result.is_error, result
-    spans = receiver.wait_for(lambda got: any(s.name == "confirmation" and s.trace_id == META_TRACE for s in got))
+    spans = receiver.wait_for(whole(META_TRACE, META_SPAN, "confirmation"))
     mine = [span for span in spans if span.trace_id == META_TRACE]
     calls = [span for span in mine if span.name == "tools/call delete_webhook"]
     assert calls and all(span.parent_id == META_SPAN for span in calls)
