@@ -52,8 +52,10 @@ def ask(ctx: Context[Any, Any], what_happens: str) -> Question:
 def require_confirmation(answer: Answer, tool: str) -> None:
     """Return if the user confirmed (or could not be asked); otherwise raise `cancelled`, before any request."""
     confirmed = isinstance(answer, AcceptedElicitation) and answer.data.confirm
-    how = "confirmed" if confirmed else (
-        "declined" if isinstance(answer, AcceptedElicitation) or answer.action == "decline" else "cancelled")
+    if confirmed:
+        how = "not asked" if answer.data is _NOT_ASKED else "confirmed"  # the SDK hands our own answer back
+    else:
+        how = "declined" if isinstance(answer, AcceptedElicitation) or answer.action == "decline" else "cancelled"
     with tracing.span("confirmation", {"gen_ai.tool.name": tool, "agent_automation.confirmation.answer": how}):
         if not confirmed:
             raise CancelledByUserError(f"{tool}: the user {how} the confirmation; nothing was sent", operation=tool)
