@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -22,6 +23,7 @@ from otlp_receiver import OtlpReceiver, Received, otlp_receiver
 from agent_automation_mcp.api.credentials import Credentials
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from pacing.redis_server import RedisServer
 
 TOKEN: Final = "tok-traced-tenant-0d5c"
 SECRET: Final = "a-log-secret-for-the-trace-tests"
@@ -31,6 +33,7 @@ TRACE_ID, CALLER_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 TRACEPARENT: Final = f"00-{TRACE_ID}-{CALLER_SPAN}-01"
 META_TRACE, META_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 SLOT_TRACE: Final = "5b8efff798038103d269b633813fc60c"
+LOCAL_TRACE: Final = "7d3c1a9e5f2b4c6d8e0f1a2b3c4d5e6f"
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +49,21 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 
 @pytest.fixture(scope="module")
-def traced(sandbox: SandboxServer, receiver: OtlpReceiver) -> Iterator[HttpServer]:
-    """The server with the standard variables pointing at the receiver."""
+def redis() -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(binary)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def traced(sandbox: SandboxServer, receiver: OtlpReceiver, redis: RedisServer) -> Iterator[HttpServer]:
+    """The server with the standard variables pointing at the receiver, pacing through Redis."""
     env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
+                    AGENT_AUTOMATION_REDIS_URL=redis.url,
                     AGENT_AUTOMATION_TOOLSETS="all", AGENT_AUTOMATION_LOG_SECRET=SECRET,
                     OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_SERVICE_NAME="mcp-under-test",
                     OTEL_TRACES_SAMPLER="parentbased_always_on", OTEL_BSP_SCHEDULE_DELAY="50")
@@ -117,9 +132,9 @@ async def test_a_tool_call_is_one_trace_from_the_callers_traceparent_into_the_se
     (asked,) = [span for span in mine if span.attributes.get("agent_automation.token.asked")]
     assert children(mine, asked) == ["GET /v1/users/me", "gate strangers budget", "pacing wait"]
 
-    # Inside the call: the organisation looked up once, then the pacing wait and the request for the runs.
+    # Inside the call: the organisation looked up once, then the pacing wait (in Redis) and the request for the runs.
     waits = [span for span in mine if span.name == "pacing wait" and span.parent_id == call.span_id]
-    assert waits and all(span.attributes["agent_automation.pacing.ledger"] == "local"
+    assert waits and all(span.attributes["agent_automation.pacing.ledger"] == "shared"
                          and span.attributes["agent_automation.pacing.wait_seconds"] >= 0
                          and span.attributes["agent_automation.pacing.buckets"] == ["standard"] for span in waits)
     sent = one(mine, upstream, parent_id=call.span_id)
@@ -181,6 +196,22 @@ async def test_a_call_over_the_tenants_cap_shows_its_wait_for_a_slot(traced: Htt
     (wait,) = [span for span in spans if span.name == "tenant slot wait" and span.trace_id == SLOT_TRACE]
     assert wait.parent_id in {call.span_id for call in calls}
     assert wait.attributes == {"agent_automation.tenant_slots.limit": 1} and not wait.error
+
+
+@pytest.mark.anyio
+async def test_a_pacing_wait_says_local_while_redis_is_down(traced: HttpServer, receiver: OtlpReceiver,
+                                                          redis: RedisServer) -> None:
+    redis.stop()
+    try:
+        async with client(traced.url, traceparent=f"00-{LOCAL_TRACE}-{CALLER_SPAN}-01") as session:
+            result = await session.call_tool("list_agent_runs", {"limit": 1})
+    finally:
+        redis.start()
+    assert not result.is_error, result
+    spans = receiver.wait_for(whole(LOCAL_TRACE, CALLER_SPAN, "tools/call list_agent_runs"))
+    (call,) = [span for span in spans if span.name == "tools/call list_agent_runs" and span.trace_id == LOCAL_TRACE]
+    waits = [span for span in spans if span.name == "pacing wait" and span.parent_id == call.span_id]
+    assert waits and all(span.attributes["agent_automation.pacing.ledger"] == "local" for span in waits)
 
 
 def test_access_lines_lead_to_their_traces(traced: HttpServer, receiver: OtlpReceiver) -> None:
