@@ -351,7 +351,9 @@ IMAGE_PYTHON: Final = {"python_version": "3.12", "python_full_version": "3.12.0"
 
 
 @pytest.mark.parametrize(("file", "requirements"), [
-    ("requirements.lock", PYPROJECT["project"]["dependencies"]),
+    # The image traces when the OTEL_* variables say so: the `otel` extra is in it.
+    ("requirements.lock",
+     [*PYPROJECT["project"]["dependencies"], *PYPROJECT["project"]["optional-dependencies"]["otel"]]),
     # The build backend, and `build` itself: the release workflow builds with these pins (RELEASING.md).
     ("requirements-build.lock", [*PYPROJECT["build-system"]["requires"],
                                  *(line for line in PYPROJECT["project"]["optional-dependencies"]["test"]

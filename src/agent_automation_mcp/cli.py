@@ -231,9 +231,14 @@ def serve(args: argparse.Namespace) -> int:
             SignIn.check(remote)
         if args.transport == "http" and api.redis_url:
             require_shared_keys(remote)
+        from . import tracing
+
+        traces = tracing.start()  # the standard OTEL_* variables; off without them
     except ValueError as exc:
         say(f"error: {exc}", logging.ERROR)
         return 2
+    if traces is not None:
+        say(traces)
     with ExitStack() as stack:
         if args.sandbox:
             from .sandbox import SandboxConfig, SandboxServer

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 # Fields a log call may add with `extra=`; none of them ever holds a token (`tenant` is `tenant_id`'s HMAC).
 FIELDS: Final = ("request_id", "http_method", "path", "method", "tool", "outcome", "status", "duration", "tenant",
-                 "client", "endpoint", "reason")
+                 "client", "endpoint", "reason", "trace_id")
 PROG: Final = "agent-automation-mcp"
 # What the command line tells its user (where it serves, what it refuses): shown whatever the level.
 CONSOLE: Final = logging.getLogger(f"{__package__}.console")

@@ -27,6 +27,7 @@ import anyio
 import httpx2
 from pydantic import TypeAdapter, ValidationError
 
+from .. import tracing
 from .credentials import Credentials
 from .errors import (
     ApiError,
@@ -94,6 +95,8 @@ class _Send:
     bulk: bool
     retries: int = 0  # after UNSENT, LOST or SERVER_ERROR, with backoff
     rate_limit_retries: int = 0
+    attempts: int = 0
+    again_after: Kind | None = None  # why the request is being sent again
 
 
 @dataclass(slots=True)
@@ -159,6 +162,7 @@ class ApiTransport:
             await self._settle(send, receipt, outcome)
             if not await self._again(send, outcome):
                 return self._answer(send, outcome, model)
+            send.again_after = outcome.kind
 
     def _prepared(self, op: Operation, credentials: Credentials, path: Mapping[str, int] | None,
                   query: Query | None, json: Any, deadline: float | None, bulk: bool) -> _Send:
@@ -178,9 +182,12 @@ class ApiTransport:
         if self.pacer is None:
             return None
         queued = time.monotonic()
-        receipt = await self.pacer.acquire(send.credentials.token_key, send.buckets, send.deadline, bulk=send.bulk)
+        with tracing.pacing_wait(send.buckets, send.bulk) as span:
+            receipt = await self.pacer.acquire(send.credentials.token_key, send.buckets, send.deadline, bulk=send.bulk)
+            waited = time.monotonic() - queued
+            tracing.paced(span, waited, receipt.shared is not None)
         if self.observer is not None:
-            self.observer.paced(time.monotonic() - queued)
+            self.observer.paced(waited)
         return receipt
 
     async def _attempt(self, send: _Send) -> _Outcome:
@@ -188,10 +195,20 @@ class ApiTransport:
         op = send.op
         template = op.fallback_path if op.name in self._on_fallback and op.fallback_path else op.path
         timeout = _attempt_timeout(self.settings.timeout, send.deadline)
+        send.attempts += 1
+        again_after = send.again_after.name.lower() if send.again_after is not None else None
+        with tracing.upstream_request(op.method, template, op.name, send.attempts, again_after, send.headers) as span:
+            outcome = await self._exchange(send, template, timeout)
+            tracing.upstream_answered(span, outcome.response.status_code if outcome.response is not None else None,
+                                      outcome.kind.name.lower())
+        return outcome
+
+    async def _exchange(self, send: _Send, template: str, seconds: float) -> _Outcome:
+        op = send.op
         started = time.monotonic()
         try:
             response = await self._request(op, template.format(**send.path_values), send.params, send.json,
-                                           send.headers, timeout, send.buckets)
+                                           send.headers, seconds, send.buckets)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
             return _Outcome(Kind.UNSENT, error=exc)
         except httpx2.TransportError as exc:
@@ -238,7 +255,10 @@ class ApiTransport:
                 return False
             send.rate_limit_retries += 1
             logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
-            await anyio.sleep(wait)
+            with tracing.span("pacing wait", {"agent_automation.pacing.buckets": list(send.buckets),
+                                              "agent_automation.pacing.wait_seconds": round(wait, 6),
+                                              "agent_automation.pacing.after": "429"}):
+                await anyio.sleep(wait)
             return True
         if send.retries >= MAX_RETRIES or not await _backoff(send.retries, send.deadline):
             return False

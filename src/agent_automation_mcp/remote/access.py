@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
+from opentelemetry.trace import Span
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import logs
+from .. import logs, tracing
 from ..api.credentials import Credentials
 from ..headers import bearer_token
 from .metrics import Metrics
@@ -79,6 +80,7 @@ class AccessLog:
         rid = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         # The 2026-07-28 era names the method in a header the SDK checks against the body; a legacy request only in
         # its body, which is then kept as the SDK reads it (and only when the line is written at all).
+        receive, parent = await tracing.incoming(scope, receive)  # a caller's trace context, when tracing
         keep_body = "mcp-method" not in headers and logger.isEnabledFor(logging.INFO)
         body = bytearray()
         response: dict[str, Any] = {"status": 500, "token_refused": False}
@@ -100,21 +102,28 @@ class AccessLog:
         call = _Call()
         rid_token = logs.request_id.set(rid)
         call_token = _current_call.set(call)
-        try:
-            await self.app(scope, receiving, sending)
-        finally:
-            _current_call.reset(call_token)
-            self._record(scope, headers, bytes(body), call, response, time.monotonic() - started)
-            logs.request_id.reset(rid_token)
+        with tracing.serving(scope, parent) as span:
+            try:
+                await self.app(scope, receiving, sending)
+            finally:
+                _current_call.reset(call_token)
+                self._record(scope, headers, bytes(body), call, response, time.monotonic() - started, span)
+                logs.request_id.reset(rid_token)
 
     def _record(self, scope: Scope, headers: Headers, body: bytes, call: _Call, response: Mapping[str, Any],
-                seconds: float) -> None:
+                seconds: float, span: Span | None) -> None:
         status: int = response["status"]
         reason = None
         if 400 <= status < 500 or status == 503:
             reason = call.reason or ("token_refused" if response["token_refused"] else REASONS.get(status, "other"))
         self.metrics.responded(status, reason)
-        if not logger.isEnabledFor(logging.INFO):
+        logging_it = logger.isEnabledFor(logging.INFO)
+        if not logging_it and span is None:
+            return
+        token = bearer_token(headers)
+        tenant = logs.tenant_id(Credentials(token).token_key if token else None)
+        tracing.served(span, status, logs.request_id.get() or "", tenant)
+        if not logging_it:
             return
         if "mcp-method" in headers:  # the client named it: no need to read the body
             method = headers["mcp-method"][:MAX_NAME_CHARS]
@@ -123,14 +132,15 @@ class AccessLog:
             method, named_tool = _rpc(body)
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
-        token = bearer_token(headers)
-        tenant = logs.tenant_id(Credentials(token).token_key if token else None)
         client = scope.get("client")
-        logger.info("%s %s %s%s %d %s %.3f s tenant %s", scope["method"], scope["path"], method or "-",
+        trace = tracing.trace_id(span)  # so the line leads to the request's trace
+        logger.info("%s %s %s%s %d %s %.3f s tenant %s%s", scope["method"], scope["path"], method or "-",
                     f" {tool}" if tool else "", status, outcome, seconds, tenant or "-",
+                    f" trace {trace}" if trace else "",
                     extra={"event": "access", "http_method": scope["method"], "path": scope["path"],
                            "method": method, "tool": tool, "status": status, "outcome": outcome,
-                           "duration": round(seconds, 4), "tenant": tenant, "client": client[0] if client else None})
+                           "duration": round(seconds, 4), "tenant": tenant, "client": client[0] if client else None,
+                           **({"trace_id": trace} if trace else {})})
 
 
 class SignInAccess:

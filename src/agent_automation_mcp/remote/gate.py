@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import tracing
 from ..config import DEFAULT_MAX_BODY_BYTES
 from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
@@ -81,9 +82,11 @@ class McpGate:
             return
         self.lifecycle.in_flight += 1  # from the start: a token check is part of the request a drain waits for
         try:
-            refusal = await self._refusal(Headers(scope=scope), scope)
-            if refusal is None and scope.get("state", {}).get(READ_ONLY_GRANT):
-                refusal, receive = await self._read_only_refusal(scope, receive)
+            with tracing.span("gate") as span:
+                refusal = await self._refusal(Headers(scope=scope), scope)
+                if refusal is None and scope.get("state", {}).get(READ_ONLY_GRANT):
+                    refusal, receive = await self._read_only_refusal(scope, receive)
+                tracing.note(span, {"agent_automation.gate.status": refusal[0] if refusal is not None else 200})
             if refusal is not None:
                 status, body, extra = refusal
                 await _respond(send, status, body, extra)

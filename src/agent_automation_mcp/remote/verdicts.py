@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Final, NamedTuple
 
+from .. import tracing
 from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
 from ..api.errors import ApiError, AuthenticationError
@@ -74,18 +75,25 @@ class TokenVerdicts:
     async def verdict(self, transport: ApiTransport, token: str, address: str | None) -> Verdict:
         """The verdict; `OverBudget` when the token is unknown and `address` (or everyone) has no checks left."""
         credentials = Credentials(token)
+        asked = False
 
         async def ask() -> tuple[Verdict, float] | None:
+            nonlocal asked
+            asked = True
             return await self._ask(transport, credentials, address)
 
-        verdict = await self._verdicts.remembered(credentials.token_key, ask, fetch_seconds=CHECK_SECONDS)
+        with tracing.span("gate token check") as span:
+            verdict = await self._verdicts.remembered(credentials.token_key, ask, fetch_seconds=CHECK_SECONDS)
+            tracing.note(span, {"agent_automation.token.asked": asked, "agent_automation.token.verdict":
+                                "unknown" if verdict is None else "accepted" if verdict.admitted else "refused"})
         return UNDECIDED if verdict is None else verdict
 
     async def _ask(self, transport: ApiTransport, credentials: Credentials,
                    address: str | None) -> tuple[Verdict, float] | None:
         key = credentials.token_key
         if await self._known.get(key) is None:
-            await self.budgets.spend(STRANGERS, address)
+            with tracing.span("gate strangers budget"):  # raises OverBudget when spent: the span's error.type
+                await self.budgets.spend(STRANGERS, address)
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS)
         try:
             await client.get_current_user()

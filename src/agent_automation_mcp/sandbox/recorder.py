@@ -37,11 +37,12 @@ class RequestRecorder:
         def record(status: int | None) -> None:
             nonlocal recorded
             recorded = True
+            headers = Headers(scope=scope)
             self.state.request_log.append(RequestRecord(
                 time=started, method=scope["method"], path=scope["path"],
                 query=scope.get("query_string", b"").decode("latin-1"), operation=scope.get(OPERATION_KEY),
-                status=status, token_hash=token_hash(bearer_token(Headers(scope=scope).get("authorization"))),
-                fault=scope.get(FAULT_KEY)))
+                status=status, token_hash=token_hash(bearer_token(headers.get("authorization"))),
+                fault=scope.get(FAULT_KEY), traceparent=headers.get("traceparent")))
 
         async def recording_send(message: Message) -> None:
             if scope.get(DROP_KEY):

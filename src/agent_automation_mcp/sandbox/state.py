@@ -29,11 +29,12 @@ class RequestRecord:
     status: int | None  # None when the connection was dropped
     token_hash: str | None
     fault: str | None = None
+    traceparent: str | None = None  # the W3C trace context the request came with: where a trace would go on
 
     def to_json(self) -> dict[str, Any]:
         return {"time": self.time, "method": self.method, "path": self.path, "query": self.query,
                 "operation": self.operation, "status": self.status, "token_hash": self.token_hash,
-                "fault": self.fault}
+                "fault": self.fault, "traceparent": self.traceparent}
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any, Final, Protocol
 import anyio
 from mcp.server.mcpserver import Context
 
+from .. import tracing
 from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError, RateLimitError
@@ -146,8 +147,9 @@ class TenantSlots:
         held = self._held.get(token_key, 0)
         if held < self.limit and token_key not in self._waiting:
             self._held[token_key] = held + 1
-        else:
-            await self._wait_turn(token_key, deadline)
+        else:  # only a call over the cap shows in its trace: where its time went
+            with tracing.span("tenant slot wait", {"agent_automation.tenant_slots.limit": self.limit}):
+                await self._wait_turn(token_key, deadline)
         try:
             yield
         finally:

@@ -23,6 +23,7 @@ from mcp.server.mcpserver.resolve import Elicit
 from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel, Field
 
+from .. import tracing
 from ..api.credentials import Credentials
 from ..headers import bearer_token
 from .errors import CancelledByUserError
@@ -50,10 +51,14 @@ def ask(ctx: Context[Any, Any], what_happens: str) -> Question:
 
 def require_confirmation(answer: Answer, tool: str) -> None:
     """Return if the user confirmed (or could not be asked); otherwise raise `cancelled`, before any request."""
-    if isinstance(answer, AcceptedElicitation) and answer.data.confirm:
-        return
-    how = "declined" if isinstance(answer, AcceptedElicitation) or answer.action == "decline" else "cancelled"
-    raise CancelledByUserError(f"{tool}: the user {how} the confirmation; nothing was sent", operation=tool)
+    confirmed = isinstance(answer, AcceptedElicitation) and answer.data.confirm
+    if confirmed:
+        how = "not asked" if answer.data is _NOT_ASKED else "confirmed"  # the SDK hands our own answer back
+    else:
+        how = "declined" if isinstance(answer, AcceptedElicitation) or answer.action == "decline" else "cancelled"
+    with tracing.span("confirmation", {"gen_ai.tool.name": tool, "agent_automation.confirmation.answer": how}):
+        if not confirmed:
+            raise CancelledByUserError(f"{tool}: the user {how} the confirmation; nothing was sent", operation=tool)
 
 
 def continuation_security(keys: Sequence[str]) -> RequestStateSecurity:
