@@ -20,7 +20,7 @@ from typing import Any, Final
 import httpx2
 import pytest
 from cryptography.fernet import Fernet
-from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from oauth_flow import REDIRECT_URI, RawFlow, pkce
 from prometheus_client.parser import text_string_to_metric_families
 from test_rollouts import HAPROXY_CONFIG, haproxy_binary
@@ -49,7 +49,7 @@ class Fleet:
                         AGENT_AUTOMATION_REDIS_URL=redis.url,
                         AGENT_AUTOMATION_OAUTH_KEYS=Fernet.generate_key().decode(),
                         AGENT_AUTOMATION_TRUSTED_PROXIES="127.0.0.1", AGENT_AUTOMATION_ALLOWED_ORGS=str(ALLOWED_ORG),
-                        AGENT_AUTOMATION_LOG_FORMAT="json")
+                        AGENT_AUTOMATION_LOG_FORMAT="json", **SHARED_KEYS)
         args = ("--auth", "oauth", "--public-url", self.origin, "--allowed-host", f"127.0.0.1:{self.port}",
                 "--allowed-host", f"[::1]:{self.port}")
         self.replicas = [HttpServer(env, *args) for _ in range(3)]

@@ -13,7 +13,7 @@ from typing import Any, Final
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, clean_env
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
@@ -64,7 +64,7 @@ def traced(sandbox: SandboxServer, receiver: OtlpReceiver, redis: RedisServer) -
     """The server with the standard variables pointing at the receiver, pacing through Redis."""
     env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
                     AGENT_AUTOMATION_REDIS_URL=redis.url,
-                    AGENT_AUTOMATION_TOOLSETS="all", AGENT_AUTOMATION_LOG_SECRET=SECRET,
+                    AGENT_AUTOMATION_TOOLSETS="all", **{**SHARED_KEYS, "AGENT_AUTOMATION_LOG_SECRET": SECRET},
                     OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_SERVICE_NAME="mcp-under-test",
                     OTEL_TRACES_SAMPLER="parentbased_always_on", OTEL_BSP_SCHEDULE_DELAY="50")
     for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL"):
