@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from pacing.redis_server import RedisServer
+from pacing.redis_server import RedisServer, started_on_redis
 
 HAPROXY_CONFIG: Final = Path(__file__).resolve().parents[2] / "manifests" / "haproxy" / "haproxy.cfg"
 OLD_KEY, NEW_KEY = "o" * 40, "n" * 40
@@ -103,20 +103,9 @@ def sandbox() -> Iterator[SandboxServer]:
 
 @pytest.fixture(scope="module")
 def fleet(sandbox: SandboxServer) -> Iterator[Fleet]:
-    redis_binary = shutil.which("redis-server")
-    if redis_binary is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
     haproxy_binary()
-    redis = RedisServer(redis_binary)
-    redis.start()
-    fleet = None
-    try:
-        fleet = Fleet(sandbox, redis)
+    with started_on_redis(lambda redis: Fleet(sandbox, redis), Fleet.stop) as fleet:
         yield fleet
-    finally:
-        if fleet is not None:
-            fleet.stop()
-        redis.stop()
 
 
 def client(fleet: Fleet, sandbox: SandboxServer, **options: Any) -> Client:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +27,7 @@ from test_rollouts import HAPROXY_CONFIG, haproxy_binary
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.state import token_hash
-from pacing.redis_server import RedisServer
+from pacing.redis_server import RedisServer, started_on_redis
 
 ALICE, BOB, CAROL = "tok-safety-alice", "tok-safety-bob", "tok-safety-carol"  # org 1; org 2 only; both
 NEWCOMER = "tok-safety-newcomer"  # org 1, never seen before the junk
@@ -93,20 +92,12 @@ def sandbox() -> Iterator[SandboxServer]:
 
 @pytest.fixture(scope="module")
 def fleet(sandbox: SandboxServer) -> Iterator[Fleet]:
-    redis_binary = shutil.which("redis-server")
-    if redis_binary is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    redis = RedisServer(redis_binary)
-    redis.start()
-    fleet = None
-    try:
-        fleet = Fleet(sandbox, redis)
+    def stop(fleet: Fleet) -> None:
+        for stderr in fleet.stop():
+            assert ALICE not in stderr and CAROL not in stderr and NEWCOMER not in stderr
+
+    with started_on_redis(lambda redis: Fleet(sandbox, redis), stop) as fleet:
         yield fleet
-    finally:
-        if fleet is not None:
-            for stderr in fleet.stop():
-                assert ALICE not in stderr and CAROL not in stderr and NEWCOMER not in stderr
-        redis.stop()
 
 
 def _parallel(count: int, send: Any) -> list[int]:

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+import test_rollouts
 from harness import RATE_LIMITS, HttpServer, sandbox_env, stdio_server
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -30,7 +31,7 @@ from task_requester import (
     listen,
     request,
 )
-from test_rollouts import Fleet, haproxy_binary
+from test_rollouts import Fleet
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.redis_pool import REDIS_CONNECTIONS, REDIS_TIMEOUT
@@ -38,7 +39,6 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.config import DEMO_TOKEN
 from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
 from catalogue import REPO_ID
-from pacing.redis_server import RedisServer
 
 OTHER_TOKEN = "another-tenant-token"
 TS_CLIENT = Path(__file__).parent / "ts_client"
@@ -55,22 +55,7 @@ def sandbox() -> Iterator[SandboxServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def fleet(sandbox: SandboxServer) -> Iterator[Fleet]:
-    redis_binary = shutil.which("redis-server")
-    if redis_binary is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    haproxy_binary()
-    redis = RedisServer(redis_binary)
-    redis.start()
-    fleet = None
-    try:
-        fleet = Fleet(sandbox, redis)
-        yield fleet
-    finally:
-        if fleet is not None:
-            fleet.stop()
-        redis.stop()
+fleet = test_rollouts.fleet  # the shipped HAProxy before 3 replicas on one Redis, on this module's sandbox
 
 
 def http_client(url: str, sandbox: SandboxServer, token: str = DEMO_TOKEN, org_id: int | None = None,

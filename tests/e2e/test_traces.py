@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -23,7 +22,7 @@ from otlp_receiver import OtlpReceiver, Received, otlp_receiver
 from agent_automation_mcp.api.credentials import Credentials
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from pacing.redis_server import RedisServer
+from pacing.redis_server import RedisServer, running_redis
 
 TOKEN: Final = "tok-traced-tenant-0d5c"
 SECRET: Final = "a-log-secret-for-the-trace-tests"
@@ -50,13 +49,8 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 @pytest.fixture(scope="module")
 def redis() -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    server = RedisServer(binary)
-    server.start()
-    yield server
-    server.stop()
+    with running_redis() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,13 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -71,3 +74,15 @@ def running_redis() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def started_on_redis(start: Callable[[RedisServer], T], stop: Callable[[T], object]) -> Iterator[T]:
+    """Something started on a fresh redis-server (replicas, a fleet), stopped before the server is."""
+    with running_redis() as redis:
+        started = start(redis)
+        try:
+            yield started
+        finally:
+            stop(started)
+
