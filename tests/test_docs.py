@@ -132,4 +132,4 @@ def test_the_tools_page_has_a_row_per_tool_in_listing_order() -> None:
 
 def test_ci_runs_exactly_the_readmes_test_command() -> None:
     assert (ROOT / "README.md").read_text().splitlines()[1] == "bash .ci/run"
-    assert re.search(r'^\.venv/bin/python -m pytest "\$@"', (ROOT / ".ci" / "run").read_text(), re.M)
+    assert re.search(r'^\.venv/bin/python -m pytest [^\n]*"\$@"', (ROOT / ".ci" / "run").read_text(), re.M)
