@@ -32,6 +32,10 @@ from .metrics import Metrics
 logger = logging.getLogger(__name__)
 
 FINAL_SHUTDOWN_SECONDS = 1.0  # after the drain, for uvicorn to close what is left
+# A drain lasts at least this long, even with nothing in flight: until the shipped HAProxy's health checks (fall 2
+# at fastinter 500 ms) have taken the replica out, a request may already be on its way to it, and exiting then
+# would drop it unanswered instead of answering 503 for the balancer to send elsewhere.
+MIN_DRAIN_SECONDS = 2.0
 
 
 class DrainingServer(uvicorn.Server):
@@ -40,18 +44,21 @@ class DrainingServer(uvicorn.Server):
         self.lifecycle = lifecycle
         self.grace = grace
         self._drain_until: float | None = None
+        self._drained_at: float | None = None  # the earliest a drain with nothing in flight may end
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # A signal handler: only set flags here; `on_tick` does the rest on the event loop.
         if sig == signal.SIGTERM and self._drain_until is None:
             self.lifecycle.draining = True
-            self._drain_until = time.monotonic() + self.grace
+            now = time.monotonic()
+            self._drain_until = now + self.grace
+            self._drained_at = now + min(MIN_DRAIN_SECONDS, self.grace)
             return
         super().handle_exit(sig, frame)
 
     async def on_tick(self, counter: int) -> bool:
         if self._drain_until is not None and not self.should_exit:
-            if self.lifecycle.in_flight == 0:
+            if self.lifecycle.in_flight == 0 and time.monotonic() >= (self._drained_at or 0.0):
                 logger.warning("SIGTERM: drained, exiting")
                 self.should_exit = True
             elif time.monotonic() >= self._drain_until:
