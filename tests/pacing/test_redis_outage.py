@@ -46,10 +46,13 @@ async def test_replicas_losing_redis_under_load_send_no_429_and_fail_no_call(
                                rate_margin=0.15, max_replicas=MAX_REPLICAS)
         failed: list[ApiError] = []
         answered = 0
+        stopped = False
 
         async def caller(client: AgentAutomationClient) -> None:
             nonlocal answered
-            for _ in range(1000):  # bounded; the load is stopped by cancelling it long before
+            for _ in range(1000):  # bounded; the load is stopped long before, each caller after its call in flight
+                if stopped:
+                    return
                 try:
                     await client.within(10).get_agent_run(run)
                     answered += 1
@@ -59,7 +62,8 @@ async def test_replicas_losing_redis_under_load_send_no_429_and_fail_no_call(
         transports = [ApiTransport(settings, create_pacer(settings)) for _ in range(REPLICAS)]
         clients = [AgentAutomationClient(t, Credentials(sandbox.token, sandbox.org_id)) for t in transports]
         started = time.time()
-        with anyio.move_on_after(BEFORE + outage + AFTER):
+        # Stopped, not cancelled: a call cancelled after its request reached the service would be sent, unanswered.
+        with anyio.fail_after(BEFORE + outage + AFTER + 30):
             async with anyio.create_task_group() as tg:
                 for client in clients:
                     for _ in range(CALLERS):
@@ -74,6 +78,8 @@ async def test_replicas_losing_redis_under_load_send_no_429_and_fail_no_call(
                 if not keeps_data:
                     own_redis_server.start()  # empty, on the same port
                 up = time.time()
+                await anyio.sleep(AFTER)
+                stopped = True
         for transport in transports:
             await transport.aclose()
         log = [r for r in sandbox.request_log if r.operation == "get_agent_run"]
