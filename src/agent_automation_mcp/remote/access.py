@@ -129,7 +129,7 @@ class AccessLog:
             method = headers["mcp-method"][:MAX_NAME_CHARS]
             named_tool = headers.get("mcp-name", "")[:MAX_NAME_CHARS] if method == "tools/call" else None
         else:
-            method, named_tool = _rpc(body)
+            method, named_tool = rpc_names(body)
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
         client = scope.get("client")
@@ -228,8 +228,8 @@ class AccessMetrics(Metrics):
             call.tool, call.outcome = tool, outcome
 
 
-def _rpc(body: bytes) -> tuple[str | None, str | None]:
-    """The JSON-RPC method and, for a tool call, the tool's name, as the body says (quoted short)."""
+def rpc_names(body: bytes) -> tuple[str | None, str | None]:
+    """The JSON-RPC method and, for a tool call, the tool's name, as the body says (quoted short, as a line does)."""
     if not body:
         return None, None
     try:

@@ -20,6 +20,7 @@ from ..config import DEFAULT_MAX_BODY_BYTES
 from ..headers import HeaderError, bearer_token, organization_id
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
+from .access import rpc_names
 from .budgets import OverBudget
 from .hosts import HostPolicy
 from .organizations import served_organization
@@ -182,13 +183,7 @@ def _called_tool(headers: Headers, body: bytes) -> str | None:
     """The tool a `tools/call` request names (the 2026-07-28 era says it in `Mcp-Name` too), or None."""
     if headers.get("mcp-method") == "tools/call":
         return headers.get("mcp-name")
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
-    name = params.get("name") if isinstance(params, dict) else None
-    return name if isinstance(name, str) else None
+    return rpc_names(body)[1]
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:
