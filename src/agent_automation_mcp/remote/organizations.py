@@ -4,7 +4,8 @@ serve every Codegen customer whose token reaches it.
 Unset, any token the service accepts is served (fine on a private network; on the open Internet every Codegen
 user can then spend this server's capacity). Set, a token is served only for the listed organisations it sees:
 one that sees none of them is refused (403, reason `org_not_allowed`) at `/mcp` and on the consent page, and a
-request naming another organisation (`X-Organization-Id`) is refused the same way.
+request naming another organisation (`X-Organization-Id`) is refused the same way. While the service cannot say
+which organisations a token sees, the request is refused for now (503), never served unchecked.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .access import note_reason
 from .refusals import Refused, error_body
 
 ORG_NOT_ALLOWED: Final = "org_not_allowed"
+UNDECIDED_RETRY_SECONDS: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +57,16 @@ class AllowedOrganizations:
 
 def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] | None,
                         organizations: AllowedOrganizations) -> Refused | None:
-    """With an allowed list (`served`: the listed organisations the token sees; None without a list): refuse a token
-    that sees none of them, or a request naming another one (403, `org_not_allowed`); a request naming none goes on
-    in the token's one served organisation, if it has one."""
+    """With an allowed list (`served`: the listed organisations the token sees; None without a list, or when the
+    service could not answer): refuse a token that sees none of them, or a request naming another one (403,
+    `org_not_allowed`); a request naming none goes on in the token's one served organisation, if it has one. With a
+    list and no answer, nothing is known of the token's organisations: 503, to be sent again, never served."""
     if served is None:
-        return None
+        if not organizations.restricted:
+            return None
+        return 503, error_body("unavailable", 503, "the service could not say yet which organisations this API token "
+                               "belongs to", "Send the request again in a few seconds.",
+                               retry_after=UNDECIDED_RETRY_SECONDS), {"Retry-After": str(UNDECIDED_RETRY_SECONDS)}
     named = organization_id(headers)
     if not served or (named is not None and named not in served):
         note_reason(ORG_NOT_ALLOWED)
