@@ -34,7 +34,7 @@ from .api.text import visible
 from .caching import SharedCache, SharedStore
 from .sdk_seams import drop_methods, serve_completions, serve_get_prompt
 from .tools.callers import client_for
-from .tools.run_scan import MAX_SCANNED_RUNS, pull_request_name
+from .tools.run_scan import MAX_PULL_REQUEST_CHARS, MAX_SCANNED_RUNS, pull_request_name
 from .tools.runs import STATUS_WORDS
 
 # What people and the service call a status (list_agent_runs takes both).
@@ -81,7 +81,8 @@ class ExplainFailure(PromptArguments):
 
 
 class PullRequestRuns(PromptArguments):
-    pull_request: Annotated[str, Field(max_length=300, description="Its URL, owner/repo#7, or pr_id.")]
+    pull_request: Annotated[str, Field(max_length=MAX_PULL_REQUEST_CHARS,
+                                       description="Its URL, owner/repo#7, or pr_id.")]
 
     @field_validator("pull_request")
     @classmethod

@@ -42,7 +42,8 @@ async def test_the_runs_of_a_pull_request_are_found_however_it_is_named(monkeypa
 async def test_a_pull_request_that_is_not_one_is_refused_before_any_request() -> None:
     async with connected() as (client, sandbox):
         results = [await client.call_tool("list_agent_runs", {"pull_request": given})
-                   for given in ("https://github.com/org/repo/issues/3", "org/repo", "#3", 0, True)]
+                   for given in ("https://github.com/org/repo/issues/3", "org/repo", "#3", 0, True,
+                                  f"https://github.com/org/{'r' * 300}/pull/3")]
         sent = [r for r in sandbox.request_log if r.operation == "list_agent_runs"]
     for result in results:
         error = result.structured_content["error"]

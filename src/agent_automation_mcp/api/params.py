@@ -39,13 +39,15 @@ Prompt = Annotated[str, Field(min_length=1, max_length=100_000, pattern=r"\S",
                               description="Instruction for the agent.")]
 Skip = Annotated[int, Field(ge=0, le=1_000_000, description="How many items to skip (offset)."), STRICT_INT]
 Limit = Annotated[int, Field(ge=1, le=100, description="How many items to return, 1 to 100."), STRICT_INT]
-CheckRetryCount = Annotated[int, Field(ge=0, le=10, description="Retries for failed checks, 0 to 10."), STRICT_INT]
+RetryCount = Annotated[int, Field(ge=0, le=10), STRICT_INT]  # a check's retries; undescribed, as a map's values
+CheckRetryCount = Annotated[RetryCount, Field(description="Retries for failed checks, 0 to 10.")]
 # A check or GitHub App name as GitHub shows it, and how many of them one setting may list.
 CheckName = Annotated[str, Field(min_length=1, max_length=200)]
 MAX_CHECKS: Final = 100
 CheckLists = Annotated[list[CheckName], Field(max_length=MAX_CHECKS)]
 CheckRetryCounts = Annotated[dict[CheckName, CheckRetryCount], Field(max_length=MAX_CHECKS)]
-CheckPrompts = Annotated[dict[CheckName, Annotated[str, Field(max_length=10_000)]], Field(max_length=MAX_CHECKS)]
+CheckPrompt = Annotated[str, Field(max_length=10_000)]  # a check's fix instructions
+CheckPrompts = Annotated[dict[CheckName, CheckPrompt], Field(max_length=MAX_CHECKS)]
 CardOrderId = Annotated[str, Field(max_length=200)]
 PullRequestState = Literal["open", "closed", "draft", "ready_for_review"]
 AgentType = Literal["codegen", "claude_code"]

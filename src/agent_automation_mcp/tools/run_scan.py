@@ -21,6 +21,7 @@ from .results import next_skip
 
 MAX_SCANNED_RUNS: Final = 500  # runs read per call at most, when this server filters
 SCAN_PAGE_SIZE: Final = 100  # in pages this large
+MAX_PULL_REQUEST_CHARS: Final = 300  # of a pull request's name as given: a URL, owner/repo#7 or a pr_id
 _SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
 _PR_ID = re.compile(r"^\d{1,12}$")
 
@@ -52,6 +53,8 @@ class PullRequestName:
 def pull_request_name(given: Any) -> PullRequestName:
     """`https://github.com/owner/repo/pull/7`, `owner/repo#7` or a pr_id (`301`, as a number or text)."""
     text = str(given).strip() if isinstance(given, int | str) and not isinstance(given, bool) else ""
+    if len(text) > MAX_PULL_REQUEST_CHARS:  # the schema's maxLength: a plain validator does not check it
+        raise ValueError(f"a pull request's name is at most {MAX_PULL_REQUEST_CHARS} characters")
     if _PR_ID.match(text) and int(text) > 0:
         return PullRequestName(pr_id=int(text))
     short = _SHORT_FORM.match(text)
@@ -64,7 +67,7 @@ def pull_request_name(given: Any) -> PullRequestName:
 
 # An argument naming a pull request: a string in the schema, read into a PullRequestName (a pr_id may come as a number).
 PullRequestArg = Annotated[PullRequestName, PlainValidator(pull_request_name),
-                           WithJsonSchema({"type": "string", "maxLength": 300})]
+                           WithJsonSchema({"type": "string", "maxLength": MAX_PULL_REQUEST_CHARS})]
 
 
 class RunTaker(Protocol):

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ..api.errors import InvalidRequestError
 from ..api.models import CheckSuiteSettings
-from ..api.params import MAX_CHECKS, STRICT_INT, CheckLists, CheckName, CheckRetryCount, Id
+from ..api.params import MAX_CHECKS, CheckLists, CheckName, CheckPrompt, CheckRetryCount, Id, RetryCount
 from .callers import client_for
 from .declarations import Toolset
 from .results import Output, label, ok
@@ -19,10 +19,8 @@ toolset = Toolset("settings", "Read and change a repository's check-suite settin
 
 RepoId = Annotated[Id, Field(description="Repository id; see list_repositories.")]
 # Maps merge key by key: a null value removes the key. The client's types check the merged map before it is sent.
-RetryCountChanges = Annotated[dict[CheckName, Annotated[int, Field(ge=0, le=10), STRICT_INT] | None],
-                              Field(max_length=MAX_CHECKS)]
-PromptChanges = Annotated[dict[CheckName, Annotated[str, Field(max_length=10_000)] | None],
-                          Field(max_length=MAX_CHECKS)]
+RetryCountChanges = Annotated[dict[CheckName, RetryCount | None], Field(max_length=MAX_CHECKS)]
+PromptChanges = Annotated[dict[CheckName, CheckPrompt | None], Field(max_length=MAX_CHECKS)]
 
 
 class EntryChanges(Output):
