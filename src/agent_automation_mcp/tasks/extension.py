@@ -33,7 +33,7 @@ from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.results import label
-from ..tools.runs import duration, run_result
+from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
 from .listing import TaskIndex
 from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
@@ -47,8 +47,6 @@ RUN_ID_FIELDS: Final = {"create_agent_run": "id", "resume_agent_run": "id", "gen
 TTL_SECONDS: Final = 24 * 3600  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
 RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (its last read within), then says so
-_STOPPED: Final = frozenset({"STOPPED", "CANCELLED", "CANCELED"})  # the service's word that a run was stopped
-_FAILED: Final = frozenset({"ERROR", "FAILED"})
 CANCEL_ADVICE: Final = (
     "The service cannot cancel an agent run: run {run} goes on. Closest, and only on the user's explicit request: "
     "remove_from_pull_request takes the agent off the run's pull request and stops its agents.")
@@ -247,7 +245,7 @@ class RunTasks(Extension):
                 said += " " + CANCEL_ADVICE.format(run=record.run_id)
             return self._task(task_id, record, "working", said, reading.read_ms, reading.poll_ms, legacy=legacy)
         status = (run.status or "").strip().upper() if run is not None else ""
-        if status in _STOPPED:
+        if status in STOPPED:
             return self._task(task_id, record, "cancelled", f"The service reports run {record.run_id} {label(status)}",
                               reading.read_ms, reading.poll_ms, legacy=legacy)
         where = "tasks/result has" if legacy else "result holds"
@@ -269,7 +267,7 @@ class RunTasks(Extension):
     def _final(self, ctx: ServerRequestContext[Any, Any], run: AgentRun) -> CallToolResult:
         """get_agent_run's answer for the finished run; a run that ended in error is an error result."""
         result = run_result(run, _state(ctx).settings.max_field_chars)
-        failed = (run.status or "").strip().upper() in _FAILED
+        failed = (run.status or "").strip().upper() in FAILED
         return result.model_copy(update={"is_error": True}) if failed else result
 
     @staticmethod
