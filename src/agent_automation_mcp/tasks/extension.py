@@ -35,16 +35,16 @@ from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.results import label
 from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
-from .listing import TaskIndex
+from .listing import MAX_TTL_MS, TaskIndex
 from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
-from .status import READ_SECONDS, Reading, RunStatus, reading_of
+from .status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
 # The tools that start or continue a run, and the field of their result that names it.
 RUN_ID_FIELDS: Final = {"create_agent_run": "id", "resume_agent_run": "id", "generate_setup_commands": "agent_run_id",
                         "analyze_sandbox_logs": "agent_run_id"}
-TTL_SECONDS: Final = 24 * 3600  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
+TTL_SECONDS: Final = MAX_TTL_MS // 1000  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
 RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (its last read within), then says so
 CANCEL_ADVICE: Final = (
@@ -272,11 +272,10 @@ class RunTasks(Extension):
 
     @staticmethod
     def _task(task_id: str, record: TaskRecord, status: str, message: str, updated_ms: int,
-              poll_ms: int | None = None, *, legacy: bool) -> dict[str, Any]:
-        poll = poll_ms if poll_ms is not None else 5_000
+              poll_ms: int = int(POLL_SECONDS * 1000), *, legacy: bool) -> dict[str, Any]:
         ttl, interval = ("ttl", "pollInterval") if legacy else ("ttlMs", "pollIntervalMs")
         return {"taskId": task_id, "status": status, "statusMessage": message, "createdAt": _iso(record.created_ms),
-                "lastUpdatedAt": _iso(max(updated_ms, record.created_ms)), ttl: record.ttl_ms, interval: poll}
+                "lastUpdatedAt": _iso(max(updated_ms, record.created_ms)), ttl: record.ttl_ms, interval: poll_ms}
 
     async def _open(self, ctx: ServerRequestContext[Any, Any],
                     task_id: str) -> tuple[AgentAutomationClient, TaskRecord]:
