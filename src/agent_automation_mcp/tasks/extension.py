@@ -177,8 +177,8 @@ class RunTasks(Extension):
         ids, more = await self.index.page(credentials.token_key, start)
         tasks = []
         for task_id in ids:
-            record = self.seal.open(task_id, credentials.token_key)
-            if record is None or record.expires_ms <= now_ms() or credentials.org_id not in (None, record.org_id):
+            record = self._theirs(task_id, credentials)
+            if record is None or record.expires_ms <= now_ms():
                 continue
             client = self._client(ctx, credentials, record)
             reading = await self.status.read(client, record.org_id, record.run_id)
@@ -194,8 +194,8 @@ class RunTasks(Extension):
         credentials = self._credentials(ctx)
         records: dict[str, TaskRecord] = {}
         for task_id in wanted[:MAX_TASKS_PER_STREAM]:
-            record = self.seal.open(task_id, credentials.token_key) if isinstance(task_id, str) else None
-            if record is not None and record.expires_ms > now_ms() and credentials.org_id in (None, record.org_id):
+            record = self._theirs(task_id, credentials) if isinstance(task_id, str) else None
+            if record is not None and record.expires_ms > now_ms():
                 records[task_id] = record
 
         async def view(task_id: str, reading: dict[str, Any]) -> dict[str, Any]:
@@ -281,14 +281,20 @@ class RunTasks(Extension):
                     task_id: str) -> tuple[AgentAutomationClient, TaskRecord]:
         """The caller's client and the task's record; "not found" for an id that is not theirs, before any request."""
         credentials = self._credentials(ctx)
-        record = self.seal.open(task_id, credentials.token_key)
-        if record is None or (credentials.org_id is not None and credentials.org_id != record.org_id):
+        record = self._theirs(task_id, credentials)
+        if record is None:
             raise MCPError(code=INVALID_PARAMS, message="Task not found",
                            data={"hint": "Use the taskId a tools/call answered you with, unchanged."})
         if now_ms() >= record.expires_ms:
             raise MCPError(code=INVALID_PARAMS, message=f"Task not found: it expired at {_iso(record.expires_ms)}",
                            data={"hint": f"Follow run {record.run_id} with get_agent_run."})
         return self._client(ctx, credentials, record), record
+
+    def _theirs(self, task_id: str, credentials: Credentials) -> TaskRecord | None:
+        """The task's record if the caller was given it (its token's, in its organisation if it names one), expired
+        or not."""
+        record = self.seal.open(task_id, credentials.token_key)
+        return record if record is not None and credentials.org_id in (None, record.org_id) else None
 
     @staticmethod
     def _credentials(ctx: ServerRequestContext[Any, Any]) -> Credentials:
