@@ -35,6 +35,7 @@ def test_off_unless_an_exporter_or_endpoint_is_set_and_nothing_disables_it(
     assert tracing.start() is None
     assert not tracing.enabled()
     assert tracing.span("gate") is tracing.pacing_wait(["standard"], False)  # one shared null context
+    assert tracing.throttled_wait(["standard"], 1.0) is tracing.span("gate")
 
 
 @pytest.mark.parametrize(("variables", "words"), [

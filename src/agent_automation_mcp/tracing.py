@@ -134,6 +134,15 @@ def pacing_wait(buckets: Sequence[str], bulk: bool) -> AbstractContextManager[Sp
                                           "agent_automation.pacing.bulk": bulk}, SpanKind.INTERNAL, None)
 
 
+def throttled_wait(buckets: Sequence[str], seconds: float) -> AbstractContextManager[Span | None]:
+    """The wait a 429 asked for before the request is sent again: a pacing wait the service set."""
+    if _tracer is None:
+        return _OFF
+    return _span(_tracer, "pacing wait", {"agent_automation.pacing.buckets": list(buckets),
+                                          "agent_automation.pacing.wait_seconds": round(seconds, 6),
+                                          "agent_automation.pacing.after": "429"}, SpanKind.INTERNAL, None)
+
+
 def paced(span: Span | None, waited: float, shared: bool) -> None:
     """How long the wait was, and whether the send was charged in Redis (shared by every replica) or here only."""
     note(span, {"agent_automation.pacing.wait_seconds": round(waited, 6),

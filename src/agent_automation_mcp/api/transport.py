@@ -255,9 +255,7 @@ class ApiTransport:
                 return False
             send.rate_limit_retries += 1
             logger.info("%s: 429 from the service, retrying in %.2fs", op.name, wait)
-            with tracing.span("pacing wait", {"agent_automation.pacing.buckets": list(send.buckets),
-                                              "agent_automation.pacing.wait_seconds": round(wait, 6),
-                                              "agent_automation.pacing.after": "429"}):
+            with tracing.throttled_wait(send.buckets, wait):
                 await anyio.sleep(wait)
             return True
         if send.retries >= MAX_RETRIES or not await _backoff(send.retries, send.deadline):

@@ -33,22 +33,20 @@ from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.results import label
-from ..tools.runs import duration, run_result
+from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
-from .listing import TaskIndex
+from .listing import MAX_TTL_MS, TaskIndex
 from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
-from .status import READ_SECONDS, Reading, RunStatus, reading_of
+from .status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
 # The tools that start or continue a run, and the field of their result that names it.
 RUN_ID_FIELDS: Final = {"create_agent_run": "id", "resume_agent_run": "id", "generate_setup_commands": "agent_run_id",
                         "analyze_sandbox_logs": "agent_run_id"}
-TTL_SECONDS: Final = 24 * 3600  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
+TTL_SECONDS: Final = MAX_TTL_MS // 1000  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
 RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (its last read within), then says so
-_STOPPED: Final = frozenset({"STOPPED", "CANCELLED", "CANCELED"})  # the service's word that a run was stopped
-_FAILED: Final = frozenset({"ERROR", "FAILED"})
 CANCEL_ADVICE: Final = (
     "The service cannot cancel an agent run: run {run} goes on. Closest, and only on the user's explicit request: "
     "remove_from_pull_request takes the agent off the run's pull request and stops its agents.")
@@ -179,8 +177,8 @@ class RunTasks(Extension):
         ids, more = await self.index.page(credentials.token_key, start)
         tasks = []
         for task_id in ids:
-            record = self.seal.open(task_id, credentials.token_key)
-            if record is None or record.expires_ms <= now_ms() or credentials.org_id not in (None, record.org_id):
+            record = self._theirs(task_id, credentials)
+            if record is None or record.expires_ms <= now_ms():
                 continue
             client = self._client(ctx, credentials, record)
             reading = await self.status.read(client, record.org_id, record.run_id)
@@ -196,8 +194,8 @@ class RunTasks(Extension):
         credentials = self._credentials(ctx)
         records: dict[str, TaskRecord] = {}
         for task_id in wanted[:MAX_TASKS_PER_STREAM]:
-            record = self.seal.open(task_id, credentials.token_key) if isinstance(task_id, str) else None
-            if record is not None and record.expires_ms > now_ms() and credentials.org_id in (None, record.org_id):
+            record = self._theirs(task_id, credentials) if isinstance(task_id, str) else None
+            if record is not None and record.expires_ms > now_ms():
                 records[task_id] = record
 
         async def view(task_id: str, reading: dict[str, Any]) -> dict[str, Any]:
@@ -247,7 +245,7 @@ class RunTasks(Extension):
                 said += " " + CANCEL_ADVICE.format(run=record.run_id)
             return self._task(task_id, record, "working", said, reading.read_ms, reading.poll_ms, legacy=legacy)
         status = (run.status or "").strip().upper() if run is not None else ""
-        if status in _STOPPED:
+        if status in STOPPED:
             return self._task(task_id, record, "cancelled", f"The service reports run {record.run_id} {label(status)}",
                               reading.read_ms, reading.poll_ms, legacy=legacy)
         where = "tasks/result has" if legacy else "result holds"
@@ -269,29 +267,34 @@ class RunTasks(Extension):
     def _final(self, ctx: ServerRequestContext[Any, Any], run: AgentRun) -> CallToolResult:
         """get_agent_run's answer for the finished run; a run that ended in error is an error result."""
         result = run_result(run, _state(ctx).settings.max_field_chars)
-        failed = (run.status or "").strip().upper() in _FAILED
+        failed = (run.status or "").strip().upper() in FAILED
         return result.model_copy(update={"is_error": True}) if failed else result
 
     @staticmethod
     def _task(task_id: str, record: TaskRecord, status: str, message: str, updated_ms: int,
-              poll_ms: int | None = None, *, legacy: bool) -> dict[str, Any]:
-        poll = poll_ms if poll_ms is not None else 5_000
+              poll_ms: int = int(POLL_SECONDS * 1000), *, legacy: bool) -> dict[str, Any]:
         ttl, interval = ("ttl", "pollInterval") if legacy else ("ttlMs", "pollIntervalMs")
         return {"taskId": task_id, "status": status, "statusMessage": message, "createdAt": _iso(record.created_ms),
-                "lastUpdatedAt": _iso(max(updated_ms, record.created_ms)), ttl: record.ttl_ms, interval: poll}
+                "lastUpdatedAt": _iso(max(updated_ms, record.created_ms)), ttl: record.ttl_ms, interval: poll_ms}
 
     async def _open(self, ctx: ServerRequestContext[Any, Any],
                     task_id: str) -> tuple[AgentAutomationClient, TaskRecord]:
         """The caller's client and the task's record; "not found" for an id that is not theirs, before any request."""
         credentials = self._credentials(ctx)
-        record = self.seal.open(task_id, credentials.token_key)
-        if record is None or (credentials.org_id is not None and credentials.org_id != record.org_id):
+        record = self._theirs(task_id, credentials)
+        if record is None:
             raise MCPError(code=INVALID_PARAMS, message="Task not found",
                            data={"hint": "Use the taskId a tools/call answered you with, unchanged."})
         if now_ms() >= record.expires_ms:
             raise MCPError(code=INVALID_PARAMS, message=f"Task not found: it expired at {_iso(record.expires_ms)}",
                            data={"hint": f"Follow run {record.run_id} with get_agent_run."})
         return self._client(ctx, credentials, record), record
+
+    def _theirs(self, task_id: str, credentials: Credentials) -> TaskRecord | None:
+        """The task's record if the caller was given it (its token's, in its organisation if it names one), expired
+        or not."""
+        record = self.seal.open(task_id, credentials.token_key)
+        return record if record is not None and credentials.org_id in (None, record.org_id) else None
 
     @staticmethod
     def _credentials(ctx: ServerRequestContext[Any, Any]) -> Credentials:

@@ -35,6 +35,7 @@ from mcp.types import (
 )
 
 from ..caching import KEY_PREFIX, SharedStore
+from .status import POLL_SECONDS
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -217,4 +218,4 @@ class RunReads:
 
 def _poll_seconds(state: dict[str, Any]) -> float:
     value = state.get("pollIntervalMs")
-    return value / 1000 if isinstance(value, int | float) and math.isfinite(value) else 5.0
+    return value / 1000 if isinstance(value, int | float) and math.isfinite(value) else POLL_SECONDS

@@ -46,16 +46,16 @@ Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to
 Status = Annotated[str, Field(max_length=40, pattern=r"^[A-Za-z_ -]+$")]  # the service's status is an open string
 # The words people use for a status, and the service's values each stands for (observed: upper case; more may come).
 _RUNNING: Final = ("ACTIVE", "RUNNING")
-_FAILED: Final = ("ERROR", "FAILED")
+FAILED: Final = ("ERROR", "FAILED")  # FAILED and STOPPED also tell a task (`tasks`) how its run ended
 _DONE: Final = ("COMPLETE", "COMPLETED")
-_STOPPED: Final = ("STOPPED", "CANCELLED", "CANCELED")
+STOPPED: Final = ("STOPPED", "CANCELLED", "CANCELED")
 STATUS_WORDS: Final = {
     **dict.fromkeys(("running", "active", "in progress", "ongoing"), _RUNNING),
     **dict.fromkeys(("pending", "queued", "waiting"), ("PENDING",)),
-    **dict.fromkeys(("failed", "fail", "failure", "error", "errored"), _FAILED),
+    **dict.fromkeys(("failed", "fail", "failure", "error", "errored"), FAILED),
     **dict.fromkeys(("done", "complete", "completed", "succeeded", "success", "successful"), _DONE),
-    **dict.fromkeys(("stopped", "cancelled", "canceled"), _STOPPED),
-    "finished": _DONE + _FAILED + _STOPPED,
+    **dict.fromkeys(("stopped", "cancelled", "canceled"), STOPPED),
+    "finished": _DONE + FAILED + STOPPED,
 }
 
 
