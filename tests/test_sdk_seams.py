@@ -15,7 +15,13 @@ from mcp.server.lowlevel.server import Server
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
-from agent_automation_mcp.sdk_seams import drop_methods, lowlevel, serve_get_prompt, serve_list_tools
+from agent_automation_mcp.sdk_seams import (
+    drop_methods,
+    lowlevel,
+    serve_get_prompt,
+    serve_list_prompts,
+    serve_list_tools,
+)
 from agent_automation_mcp.server import build_server
 
 SDK = f"mcp {importlib.metadata.version('mcp')}"
@@ -44,6 +50,9 @@ def test_the_seams_change_what_the_low_level_server_answers() -> None:
     assert entry is not None and entry.handler is listing, f"{SDK}: add_request_handler no longer replaces"
     serve_get_prompt(server, listing)  # type: ignore[arg-type]
     entry = lowlevel(server).get_request_handler("prompts/get")
+    assert entry is not None and entry.handler is listing
+    serve_list_prompts(server, listing)  # type: ignore[arg-type]
+    entry = lowlevel(server).get_request_handler("prompts/list")
     assert entry is not None and entry.handler is listing
 
 

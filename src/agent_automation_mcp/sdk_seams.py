@@ -1,7 +1,8 @@
 """The places this server reaches past the MCP SDK's public API, wrapped once.
 
-`MCPServer` offers no public way to leave unserved methods out, nor to give the `tools/list` handler the
-request's context (its `list_tools()` takes none, and a listing may be narrowed by the request's headers).
+`MCPServer` offers no public way to leave unserved methods out, nor to give the `tools/list` and `prompts/list`
+handlers the request's context (`list_tools()` and `list_prompts()` take none, and a listing may be narrowed by the
+request's headers).
 Both go through the low-level server the SDK keeps in the private `_lowlevel_server`; its
 `add_request_handler` is public, its `_request_handlers` is not. `tests/test_sdk_seams.py` fails loudly,
 naming the attribute, when an SDK upgrade moves either.
@@ -21,11 +22,14 @@ from mcp.types import (
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
     ListToolsResult,
     PaginatedRequestParams,
 )
 
 ListToolsHandler = Callable[[ServerRequestContext[Any], PaginatedRequestParams | None], Awaitable[ListToolsResult]]
+ListPromptsHandler = Callable[[ServerRequestContext[Any], PaginatedRequestParams | None],
+                             Awaitable[ListPromptsResult]]
 GetPromptHandler = Callable[[ServerRequestContext[Any], GetPromptRequestParams],
                             Awaitable[GetPromptResult | InputRequiredResult]]
 CompletionHandler = Callable[[ServerRequestContext[Any], CompleteRequestParams], Awaitable[CompleteResult]]
@@ -46,6 +50,12 @@ def drop_methods(server: MCPServer[Any], *prefixes: str) -> None:
 def serve_list_tools(server: MCPServer[Any], handler: ListToolsHandler) -> None:
     """Answer `tools/list` with `handler`, which sees the request (`MCPServer.list_tools` does not)."""
     lowlevel(server).add_request_handler("tools/list", PaginatedRequestParams, handler)
+
+
+def serve_list_prompts(server: MCPServer[Any], handler: ListPromptsHandler) -> None:
+    """Answer `prompts/list` with `handler`, which sees the request (`MCPServer.list_prompts` does not): the prompts
+    listed follow the tools the request is offered."""
+    lowlevel(server).add_request_handler("prompts/list", PaginatedRequestParams, handler)
 
 
 def serve_get_prompt(server: MCPServer[Any], handler: GetPromptHandler) -> None:
