@@ -9,10 +9,14 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from mcp import Client
 
 from agent_automation_mcp.api.errors import ConfigurationError, RateLimitError
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.guide import MAX_NAMED_ORGS, ORG_NAME_CHARS, instructions, organization_said
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.callers import ConfiguredCaller, OrganizationInUse, RequestCaller
 from agent_automation_mcp.tools.mentions import named_tools
 from agent_automation_mcp.tools.registry import TOOLSETS, TOOLSETS_DECLARED, narrowed, offered_names
@@ -107,3 +111,27 @@ def test_an_organisations_name_is_data_in_quotes_visible_and_short() -> None:
     assert "\u202e" not in named and "\u200b" not in named
     assert named.count('"') - named.count('\\"') == 2  # the name's own quotes cannot close the quotation
     assert several.count("Org ") == MAX_NAMED_ORGS - 1 and "and 3 more" in several
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_each_connection_gets_instructions_written_for_it_in_both_eras(mode: str) -> None:
+    """`server/discover` (2026-07-28) and `initialize` (2025-11-25) both carry the instructions written when asked,
+    not the text fixed at start: the organisation is looked up then, once per token while remembered."""
+    async with SandboxServer(SandboxConfig(visible_orgs=2)) as sandbox:
+        def api(org_id: int | None) -> ApiSettings:
+            return ApiSettings(token=sandbox.token, org_id=org_id, base_url=sandbox.url)
+
+        server = build_server(api(2), ServerSettings())
+        async with Client(server, mode=mode) as client:
+            chosen = client.instructions or ""
+        async with Client(build_server(api(None), ServerSettings(read_only=True)), mode=mode) as client:
+            several = client.instructions or ""
+        async with Client(build_server(ApiSettings(), ServerSettings()), mode=mode) as client:
+            tokenless = client.instructions or ""
+        lookups = [r for r in sandbox.request_log if r.operation == "list_organizations"]
+    assert chosen.startswith("Drive Codegen") and server.instructions is not None
+    assert 'This connection acts in organisation 2 ("Sandbox Org 2")' in chosen and chosen != server.instructions
+    assert "No organisation is chosen: this API token belongs to 2" in several and "create_agent_run" not in several
+    assert "AGENT_AUTOMATION_ORG_ID" in several and "not known: no API token is configured" in tokenless
+    assert len(lookups) == 2  # one per server (each its own cache), none for the server without a token

@@ -49,3 +49,12 @@ def test_a_refusal_names_the_organisation_asked_for_the_real_reason_and_what_to_
     assert "5" not in str(refusals)  # the rest of the list is not the token's business
     none = _decide((), (1,))[0]
     assert "belongs to none of the organisations" in none[1]["error"]["data"]["message"]
+
+
+def test_a_sign_ins_organisation_no_longer_served_is_told_to_sign_in_again() -> None:
+    scope: dict[str, Any] = {"type": "http", "headers": [(b"x-organization-id", b"2")]}
+    refusal = served_organization(scope, Headers(scope=scope), (1,), AllowedOrganizations.of((1,)), signed_in=True)
+    assert refusal is not None
+    error = refusal[1]["error"]["data"]
+    assert error["message"] == "this server does not serve organisation 2"
+    assert error["hint"] == "Sign in again and choose organisation 1: this token's organisations this server serves."

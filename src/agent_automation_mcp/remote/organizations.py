@@ -55,20 +55,26 @@ class AllowedOrganizations:
         return ("This server serves only its company's Codegen organisations, and this token belongs to none of "
                 "them. Use a token of the company's organisation (ask the server's operator which).")
 
-    def named_refusal(self, named: int, served: tuple[int, ...]) -> tuple[str, str]:
-        """Why a request naming organisation `named` is refused, and what to send instead: the token's organisations
-        this server serves (never the rest of the list)."""
+    def named_refusal(self, named: int, served: tuple[int, ...], *, signed_in: bool = False) -> tuple[str, str]:
+        """Why a request naming organisation `named` is refused, and what to do instead: name one of the token's
+        organisations this server serves (never the rest of the list), or, for a sign-in, sign in again choosing
+        one."""
         why = ("this API token does not belong to organisation" if self.allows(named)
                else "this server does not serve organisation")
         ids = ", ".join(map(str, served))
-        instead = (f"Send X-Organization-Id: {ids} (this token's organisation that this server serves), or leave the "
-                   "header out to act in it." if len(served) == 1 else
-                   f"Send X-Organization-Id with one of {ids}: this token's organisations that this server serves.")
+        if signed_in:  # the sign-in's organisation stands in for any header the client sends
+            instead = (f"Sign in again and choose organisation {ids}" if len(served) == 1 else
+                       f"Sign in again and choose one of {ids}") + ": this token's organisations this server serves."
+        elif len(served) == 1:
+            instead = (f"Send X-Organization-Id: {ids} (this token's organisation that this server serves), or leave "
+                       "the header out to act in it.")
+        else:
+            instead = f"Send X-Organization-Id with one of {ids}: this token's organisations that this server serves."
         return f"{why} {named}", instead
 
 
 def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] | None,
-                        organizations: AllowedOrganizations) -> Refused | None:
+                        organizations: AllowedOrganizations, *, signed_in: bool = False) -> Refused | None:
     """With an allowed list (`served`: the listed organisations the token sees; None without a list, or when the
     service could not answer): refuse a token that sees none of them, or a request naming another one (403,
     `org_not_allowed`, saying which and why); a request naming none goes on in the token's one served organisation,
@@ -87,7 +93,7 @@ def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] 
                                "serves", organizations.refusal), {}
     if named is not None and named not in served:
         note_reason(ORG_NOT_ALLOWED)
-        return 403, error_body("forbidden", 403, *organizations.named_refusal(named, served)), {}
+        return 403, error_body("forbidden", 403, *organizations.named_refusal(named, served, signed_in=signed_in)), {}
     if named is None and len(served) == 1:
         scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(served[0]).encode())]
     return None
