@@ -78,6 +78,8 @@ def _without(*names: str) -> frozenset[str]:
     ("Get a run (the service does not report a state, e.g. draft). get_agent_run_logs reads its trace.",
      ("get_agent_run_logs",), "Get a run (the service does not report a state, e.g. draft)."),
     ("Pass wait_seconds and next_skip, or get_agent_run.", ("get_agent_run",), "Pass wait_seconds and next_skip."),
+    ("Wait for it (with get_agent_run (wait_seconds)) here.", ("get_agent_run",), "Wait for it here."),
+    ("Ids (of users (list_users) and runs) here.", ("list_users",), "Ids (of users and runs) here."),
 ])
 def test_the_smallest_piece_naming_an_absent_tool_goes(text: str, absent: tuple[str, ...], expected: str) -> None:
     assert cut_to(text, _without(*absent)) == expected

@@ -47,7 +47,7 @@ def named_tools(text: str) -> set[str]:
     return set(_mention(TOOL_NAMES).findall(text))
 
 
-def names_any(text: str, names: Iterable[str]) -> bool:
+def _names_any(text: str, names: Iterable[str]) -> bool:
     return _mention(frozenset(names)).search(text) is not None
 
 
@@ -66,12 +66,12 @@ def _cut_schema(schema: Any, absent: frozenset[str]) -> Any:
 
 @lru_cache(maxsize=4096)  # the same few descriptions, cut for the same few narrowings
 def _cut(text: str, absent: frozenset[str]) -> str:
-    if not absent or not names_any(text, absent):
+    if not absent or not _names_any(text, absent):
         return text
     pieces = _sentences(text)
     kept: list[str] = []
     for sentence, gap in pieces:
-        if names_any(sentence, absent):
+        if _names_any(sentence, absent):
             sentence = _cut_sentence(sentence, absent)
         if sentence:
             kept.append(sentence + gap)
@@ -94,17 +94,17 @@ def _sentences(text: str) -> list[tuple[str, str]]:
 
 def _cut_sentence(sentence: str, absent: frozenset[str]) -> str:
     offered_only = _shorter_lists(sentence, absent)
-    if not names_any(offered_only, absent):
+    if not _names_any(offered_only, absent):
         return offered_only
     without = _without_parentheses(offered_only, absent)
-    if not names_any(without, absent):
+    if not _names_any(without, absent):
         return without
     end = without[-1] if without[-1:] in (".", "!", "?") else ""
     clauses = _clauses(without[:len(without) - len(end)])
-    if names_any(clauses[0], absent):
+    if _names_any(clauses[0], absent):
         return ""  # the sentence's own subject or verb names the tool: nothing of it stands alone
     while True:
-        index = next((i for i in range(2, len(clauses), 2) if names_any(clauses[i], absent)), None)
+        index = next((i for i in range(2, len(clauses), 2) if _names_any(clauses[i], absent)), None)
         if index is None:
             break
         after = clauses[index + 1] if index + 1 < len(clauses) else None
@@ -132,16 +132,26 @@ def _shorter_lists(text: str, absent: frozenset[str]) -> str:
     return _LIST.sub(fitted, text)
 
 
-
 def _without_parentheses(text: str, absent: frozenset[str]) -> str:
-    """Each parenthesis (the innermost first) that names an absent tool left out, with the space before it."""
+    """Each parenthesis that names an absent tool left out, the innermost such first, with the space before it."""
     while True:
-        for found in re.finditer(r"\s?\([^()]*\)", text):
-            if names_any(found.group(), absent):
-                text = text[:found.start()] + text[found.end():]
-                break
-        else:
+        naming = [(start, end) for start, end in _parentheses(text) if _names_any(text[start:end], absent)]
+        if not naming:
             return text
+        start, end = min(naming, key=lambda span: span[1] - span[0])
+        start -= text[start - 1:start].isspace()
+        text = text[:start] + text[end:]
+
+
+def _parentheses(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of every balanced parenthesis of `text`, nested ones too."""
+    spans, opened = [], []
+    for index, char in enumerate(text):
+        if char == "(":
+            opened.append(index)
+        elif char == ")" and opened:
+            spans.append((opened.pop(), index + 1))
+    return spans
 
 
 def _clauses(text: str) -> list[str]:
