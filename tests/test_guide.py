@@ -90,7 +90,9 @@ def test_the_organisation_is_named_or_the_instructions_say_why_not_and_how_to_ch
                                        "organisation are refused.")
     assert said["unread"] == "This connection acts in organisation 2 (its name could not be read just now: " \
                              "rate_limited)."
-    assert "not known yet (slow down). list_organizations lists" in said["unread, none chosen"]
+    assert said["unread, none chosen"] == ("The organisation this connection acts in is not known yet (the service "
+                                           "did not list the token's organisations just now: rate_limited). "
+                                           "list_organizations lists the token's organisations.")
     assert "list_organizations" not in said["unread, narrowed"]
     assert said["no token"] == "The organisation this connection acts in is not known: no API token is configured. " \
                                "Set one."

@@ -77,7 +77,8 @@ def organization_said(org_id: int | None, found: OrganizationInUse | ApiError, c
         if isinstance(found, ConfigurationError):  # no usable token
             return f"The organisation this connection acts in is not known: {found.message}. {found.hint}"
         listing = " list_organizations lists the token's organisations." if "list_organizations" in offered else ""
-        return f"The organisation this connection acts in is not known yet ({found.message}).{listing}"
+        return (f"The organisation this connection acts in is not known yet (the service did not list the token's "
+                f"organisations just now: {found.kind}).{listing}")
     if found.id is not None and found.member is not False:
         name = found.name
         return f"This connection acts in organisation {found.id}{f' ({_quoted(name)})' if name is not None else ''}."
@@ -93,7 +94,7 @@ def organization_said(org_id: int | None, found: OrganizationInUse | ApiError, c
             f"in an organisation are refused until one is chosen. {choose}")
 
 
-def _quoted(name: str | None) -> str:
+def _quoted(name: str) -> str:
     """The service's name for an organisation, as a short quoted string that cannot end the sentence around it."""
-    flat = " ".join(visible(name or "").split())
+    flat = " ".join(visible(name).split())
     return json.dumps(flat if len(flat) <= ORG_NAME_CHARS else f"{flat[:ORG_NAME_CHARS]}…", ensure_ascii=False)
