@@ -33,7 +33,7 @@ from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.checks import CLOSEST_TO_CANCEL
-from ..tools.mentions import TOOL_NAMES, cut_to
+from ..tools.mentions import cut_to
 from ..tools.results import label
 from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
@@ -72,8 +72,7 @@ class RunTasks(Extension):
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, keys: Sequence[str], store: SharedStore,
-                 offered_to: Callable[[Any], frozenset[str]] = lambda headers: TOOL_NAMES) -> None:
+    def __init__(self, keys: Sequence[str], store: SharedStore, offered_to: Callable[[Any], frozenset[str]]) -> None:
         self.offered_to = offered_to  # the tools a request (its headers) is offered: what its messages may name
         self.seal = TaskSeal(keys)
         self.reads = RunReads(store)
