@@ -225,9 +225,9 @@ async def get_agent_run_logs(
                     total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=position,
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
-    kinds = f" {'/'.join(sorted(taken.wanted))}" if taken.wanted else ""
-    noun = f"{kinds} entr{'y' if len(out.entries) == 1 else 'ies'}"
-    return ok(out, f"{len(out.entries)}{noun} (read {out.read} of {page.total_logs}"
+    kinds = f"{'/'.join(sorted(taken.wanted))} " if taken.wanted else ""
+    entries = counted(len(out.entries), f"{kinds}entry", f"{kinds}entries")
+    return ok(out, f"{entries} (read {out.read} of {page.total_logs}"
                    f"{f' from skip {skip}' if skip else ''}) "
                    f"from run {agent_run_id}, "
                    f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}", render=render_trace)
