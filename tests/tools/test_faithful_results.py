@@ -12,6 +12,7 @@ import httpx2
 import pytest
 from sandboxed import connected
 
+from agent_automation_mcp.api.models import PullRequest
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.tools import run_scan, runs
@@ -203,3 +204,16 @@ async def test_counts_of_one_are_in_the_singular() -> None:
     assert said["list_organizations"].startswith("1 organisation (of 1)")
     plural = re.compile(r"\b1 (runs|entries|repositories|users|organisations|ignored checks)\b")
     assert plural.search(" ".join(said.values())) is None
+
+
+def test_the_opener_note_says_what_the_data_allows_and_no_more() -> None:
+    name = run_scan.PullRequestName(pr_id=7)
+    later = runs.Run(id=2, is_terminal=True, web_url="https://codegen.com/agent/trace/2",
+                     created_at="2025-06-21T12:00:00Z")
+    earlier = later.model_copy(update={"id": 1, "created_at": "2025-06-21T10:00:00+00:00"})
+    pr = PullRequest(id=7, created_at="2025-06-21 11:00:00")
+    assert runs.opened_by(name, PullRequest(id=7), [later]) == (
+        "the service does not say which run opened pull request pr_id 7, nor when it was created")
+    assert runs.opened_by(name, pr, [later, earlier]).endswith(
+        "it was created at 2025-06-21T11:00:00+00:00; of these, only run 1 was created at or before it")
+    assert runs.opened_by(name, pr, [later]).endswith("none of these was created at or before it")
