@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,7 +106,7 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
             for field in fields:
                 target = answer.result_path(field)
                 if field in answer.left_out:
-                    if carries(schema, target) and not answer.renamed.get(field):
+                    if carries(schema, target):
                         problems.append(f"{spec.name}'s result carries `{target}`, yet ANSWERS in {REGISTRY} says "
                                         f"{operation}'s `{field}` is left out: remove it from left_out")
                     continue
@@ -171,13 +170,15 @@ def _words(text: str) -> str:
 
 
 @pytest.mark.anyio
-async def test_what_the_service_never_reports_is_said_where_a_model_looks() -> None:
+async def test_what_the_service_never_reports_is_said_once_where_a_model_looks() -> None:
     listed = await _listed()
-    for gap in NOT_REPORTED:
-        tool = listed[gap.tool]
+
+    def says(name: str, words: str) -> bool:
+        tool = listed[name]
         described = [tool["description"], *(prop.get("description", "") for prop in
                                              tool["inputSchema"].get("properties", {}).values())]
-        assert any(_words(gap.said) in _words(text) for text in described), (gap.tool, gap.said)
-    about = {gap.about for gap in NOT_REPORTED}
-    assert {"a run", "a pull request", "a repository"} <= about
-    assert json.dumps([gap.said for gap in NOT_REPORTED]).count("not report") <= 2  # said once, not restated
+        return any(_words(words) in _words(text) for text in described)
+
+    for gap in NOT_REPORTED:
+        assert [name for name in listed if says(name, gap.said)] == [gap.tool], gap.said
+    assert {"a run", "a pull request", "a repository"} <= {gap.about for gap in NOT_REPORTED}
