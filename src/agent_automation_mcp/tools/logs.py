@@ -19,7 +19,18 @@ from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
-from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, compact_json, label, ok, trim_text
+from .results import (
+    PAGE_ITEMS_CHARS,
+    Output,
+    PageLimit,
+    PageSkip,
+    Timestamp,
+    compact_json,
+    counted,
+    label,
+    ok,
+    trim_text,
+)
 
 toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed.")
 
@@ -159,7 +170,8 @@ class _Collected:
         return len(self.entries) >= MAX_ENTRIES or self.size + more > MAX_RESULT_CHARS
 
     def full_note(self) -> str:
-        return f"stopped at {len(self.entries)} entries ({self.size:,} characters): continue from next_skip"
+        return (f"stopped at {counted(len(self.entries), 'entry', 'entries')} ({self.size:,} characters): continue "
+                "from next_skip")
 
 
 @toolset.tool("Get agent run logs", "get_agent_run_logs")
@@ -213,8 +225,9 @@ async def get_agent_run_logs(
                     total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=position,
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
-    kinds = f" {'/'.join(sorted(taken.wanted))}" if taken.wanted else ""
-    return ok(out, f"{len(out.entries)}{kinds} entries (read {out.read} of {page.total_logs}"
+    kinds = f"{'/'.join(sorted(taken.wanted))} " if taken.wanted else ""
+    entries = counted(len(out.entries), f"{kinds}entry", f"{kinds}entries")
+    return ok(out, f"{entries} (read {out.read} of {page.total_logs}"
                    f"{f' from skip {skip}' if skip else ''}) "
                    f"from run {agent_run_id}, "
                    f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}", render=render_trace)
