@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 # Requests per sign-in, per endpoint: one registration, two or three consent requests (the page, the form,
 # perhaps the choice of organisation), one token request plus refreshes. Registrations also have a total.
 PER_SIGNIN: Final = {"register": 1, "authorize": 3, "token": 3, "revoke": 3}
-REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 6  # × --oauth signins: 60 a minute by default, ≤ 3,600 pending at once
+REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 6  # × --oauth signins: 60 a minute by default, every address together
 
 
 def signin_budgets(signins: int) -> list[Budget]:
