@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Final
 from urllib.parse import unquote
 
@@ -33,7 +34,7 @@ from ...state_seal import StateSeal, sealed_chars
 from .client_rules import check_metadata
 from .documents import MetadataDocuments, is_document_url
 from .legacy import LegacyClients
-from .store import Store
+from .store import Store, StoreUnavailable
 
 CLIENT_PREFIX: Final = "aamcp_client_"
 PURPOSE: Final = b"agent-automation-mcp oauth client id v1"
@@ -78,9 +79,11 @@ class Clients:
         client.client_id = CLIENT_PREFIX + self._seal.seal(record, self.resource)
 
     async def used(self, client_id: str) -> None:
-        """A sign-in or refresh of the client: a registration of before sealed ids is kept in the store meanwhile."""
+        """A sign-in or refresh of the client: a registration of before sealed ids is kept in the store meanwhile
+        (if the store answers: the tokens are issued already)."""
         if not is_document_url(client_id) and not client_id.startswith(CLIENT_PREFIX):
-            await self.legacy.keep(client_id)
+            with suppress(StoreUnavailable):
+                await self.legacy.keep(client_id)
 
 
 class SecretHashAuthenticator(ClientAuthenticator):
