@@ -85,12 +85,13 @@ async def test_a_sign_in_goes_on_when_its_store_comes_back_empty_and_a_spent_tok
     assert await service_token(after, second["access"]) == "tok-service"
     third = await refreshed(after, second["refresh"])  # the chain starts again from this step
     assert await service_token(after, third["access"]) == "tok-service"
+    assert await after.is_live(third["refresh"]) and not await after.is_live(second["refresh"])  # spent: budgeted
     replay = await after.refresh_token(CLIENT, second["refresh"])
     assert replay is not None and replay.grant.sealed_token not in repr(replay)
     with pytest.raises(TokenError, match="already used"):
         await after.rotate(replay)
     assert await after.signed_in(third["access"]) is None  # the reuse ended the whole grant
-    assert await after.is_live(third["refresh"])  # still a token of ours (so it spends no budget), but ended:
+    assert not await after.is_live(third["refresh"])
     with pytest.raises(TokenError, match="has ended"):
         await after.rotate(await after.refresh_token(CLIENT, third["refresh"]))  # type: ignore[arg-type]
 
@@ -101,6 +102,7 @@ async def test_while_redis_does_not_answer_a_sign_in_serves_and_refreshes_but_ne
     tokens = await signed_in(grants_on(MemoryStore()))
     down = grants_on(unreachable)
     assert await service_token(down, tokens["access"]) == "tok-service"
+    assert await down.is_live(tokens["refresh"])
     fresh = await refreshed(down, tokens["refresh"])
     assert await service_token(down, fresh["access"]) == "tok-service"
     with pytest.raises(StoreUnavailable):

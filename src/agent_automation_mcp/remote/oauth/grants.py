@@ -119,8 +119,15 @@ class Grants:
         """Whether `secret` is a code or refresh token not yet spent nor expired (looked at, not spent)."""
         if secret.startswith(CODE_PREFIX):
             return await self.store.get(f"code:{digest(secret)}") is not None
-        if self.tokens.open(REFRESH_PREFIX, secret, time.time()) is not None:
-            return True
+        opened = self.tokens.open(REFRESH_PREFIX, secret, time.time())
+        if opened is not None:
+            try:
+                if await self.store.get(f"ended:{opened.grant.id}") is not None:
+                    return False
+                chain = await self.store.get(f"chain:{opened.grant.id}")
+            except StoreUnavailable:
+                return True  # its seal is all there is to go on (and budgets are this replica's meanwhile)
+            return chain is None or int(chain) <= opened.step
         return self.legacy.shaped(secret, REFRESH_PREFIX) and await self.legacy.refresh(secret) is not None
 
     async def refresh_token(self, client_id: str, token: str) -> GrantRefresh | None:

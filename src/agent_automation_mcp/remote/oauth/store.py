@@ -47,7 +47,8 @@ return 'ok'
 
 
 class StoreUnavailable(Exception):
-    """The shared store did not answer: sign-in cannot go on now (answered 503, to try again)."""
+    """The shared store did not answer: what needs it (a new sign-in, a revocation) cannot go on now (answered 503,
+    to try again)."""
 
 
 class Store(Protocol):
