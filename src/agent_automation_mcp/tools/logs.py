@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from mcp.server.mcpserver import Context
@@ -20,6 +17,7 @@ from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
 from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, compact_json, label, ok, trim_text
+from .trace_text import render_trace
 
 toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed.")
 
@@ -57,62 +55,6 @@ class TracePage(Output):
     note: str | None = None
 
 
-TRACE_LEGEND: Final = ("entries, one a line: time (UTC, to the second; the date when it changes) message_type "
-                       "tool_name: thought | in: tool_input | out: tool_output | obs: observation (objects as "
-                       "key=value, values JSON)")
-_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_PAGE_FIELDS: Final = ("agent_run_id", "status", "is_terminal", "total_logs", "read", "next_skip", "trimmed_fields")
-
-
-def render_trace(page: dict[str, Any]) -> str:
-    """A trace page as text in about half the tokens of its JSON, every field kept: the page's fields as `name=value`
-    on one line, then one line per entry, its fields in a fixed order with their names left out (the legend says
-    which is which). Service text is written escaped (a line break as `\\n`), so no entry can pass for another."""
-    head = " ".join(f"{name}={_scalar(page.get(name))}" for name in _PAGE_FIELDS)
-    lines = [head, *([f"note: {_flat(page['note'])}"] if page.get("note") else []), TRACE_LEGEND + ":"]
-    day = None
-    for entry in page.get("entries", ()):
-        stamp, day = _when(entry.get("created_at"), day)
-        what = " ".join(_flat(str(entry[key])) for key in ("message_type", "tool_name") if entry.get(key) is not None)
-        line = " ".join(part for part in (stamp, what) if part)
-        if entry.get("thought") is not None:
-            line = f"{line}: {_flat(str(entry['thought']))}"
-        parts = [line] + [f"{short}: {_value(entry[key])}" for key, short in
-                          (("tool_input", "in"), ("tool_output", "out"), ("observation", "obs")) if key in entry]
-        lines.append(" | ".join(parts))
-    return "\n".join(lines)
-
-
-def _when(created_at: Any, day: str | None) -> tuple[str, str | None]:
-    """`HH:MM:SS`, with the date first when it is not the previous entry's; anything unreadable as it came."""
-    if not isinstance(created_at, str):
-        return "", day
-    try:
-        moment = datetime.fromisoformat(created_at).astimezone(UTC)
-    except ValueError:
-        return _flat(created_at), day
-    date, time_of_day = moment.strftime("%Y-%m-%d"), moment.strftime("%H:%M:%S")
-    return (time_of_day if date == day else f"{date}T{time_of_day}Z"), date
-
-
-def _scalar(value: Any) -> str:
-    return "null" if value is None else ("true" if value else "false") if isinstance(value, bool) else _flat(str(value))
-
-
-def _value(value: Any) -> str:
-    """An object as `key=value` pairs, keys bare where they are plain names; everything else, and every value of an
-    object, as compact JSON (one line: JSON escapes line breaks)."""
-    if isinstance(value, dict) and value:
-        return " ".join(f"{key if _NAME.fullmatch(key) else compact_json(key)}={compact_json(item)}"
-                        for key, item in value.items())
-    return compact_json(value)
-
-
-def _flat(text: str) -> str:
-    """One line: line breaks and other escapes as JSON writes them, without the quotes."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
-
-
 def _trim(entry: LogEntry, max_chars: int) -> tuple[TraceEntry, int]:
     """Long strings are cut; long objects become their cut JSON text. Returns the entry and how many fields were cut."""
     values: dict[str, Any] = {}
@@ -134,13 +76,14 @@ class _Collected:
     max_chars: int
     wanted: set[str]
     entries: list[TraceEntry] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)  # the entries' skips, in the order read
     read: int = 0  # trace entries consumed, before the message_types filter
     trimmed: int = 0
     size: int = 0
 
-    def take(self, logs: list[LogEntry]) -> int:
-        """Consume `logs` in order until the budget is spent; return how many were consumed (at least one entry
-        is always returned, so every call makes progress)."""
+    def take(self, logs: list[LogEntry], at: int) -> int:
+        """Consume `logs` (the first at skip `at`) in order until the budget is spent; return how many were consumed
+        (at least one entry is always returned, so every call makes progress)."""
         for consumed, log in enumerate(logs):
             if self.wanted and (log.message_type or "").upper() not in self.wanted:
                 self.read += 1
@@ -150,6 +93,7 @@ class _Collected:
             if self.entries and self.full(entry_size):
                 return consumed
             self.entries.append(entry)
+            self.positions.append(at + consumed)
             self.read += 1
             self.trimmed += cut
             self.size += entry_size
@@ -192,7 +136,7 @@ async def get_agent_run_logs(
             note = f"stopped early ({exc.kind}: {exc.message}{retry}): continue from next_skip"
             stopped = f"stopped early ({exc.kind}{retry}): continue from next_skip"
             break
-        consumed = taken.take(page.logs)
+        consumed = taken.take(page.logs, position)
         if consumed < len(page.logs):  # the budget ran out inside this page
             position += consumed
             note = taken.full_note()
@@ -213,8 +157,13 @@ async def get_agent_run_logs(
                     total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=position,
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
+    # The text names entries by their skip from the oldest, which a newest-first page knows only from total_logs.
+    total = page.total_logs
+    positions = (None if total is None else [total - 1 - at for at in taken.positions]) if reverse else taken.positions
     kinds = f" {'/'.join(sorted(taken.wanted))}" if taken.wanted else ""
     return ok(out, f"{len(out.entries)}{kinds} entries (read {out.read} of {page.total_logs}"
                    f"{f' from skip {skip}' if skip else ''}) "
                    f"from run {agent_run_id}, "
-                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}", render=render_trace)
+                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}",
+              render=lambda data: render_trace(data, positions, note_said=stopped is None))
+
