@@ -10,13 +10,14 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from ..api.client import trace_continues
-from ..api.errors import ApiError
+from ..api.client import AgentAutomationClient, trace_continues
+from ..api.errors import ApiError, InvalidRequestError
 from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
 from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, compact_json, label, ok, trim_text
+from .trace_digest import DIGEST_TOKENS, TraceDigest, digest_summary, read_digest, render_digest, stopped_early
 from .trace_text import render_trace
 
 toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed.")
@@ -48,7 +49,8 @@ class TracePage(Output):
     status: str | None = None
     is_terminal: bool
     total_logs: int | None = None
-    entries: list[TraceEntry]
+    entries: list[TraceEntry]  # none in a digest
+    digest: TraceDigest | None = None  # with digest=true
     read: int  # entries read from the trace, before the message_types filter
     next_skip: int | None
     trimmed_fields: int = 0
@@ -112,13 +114,21 @@ async def get_agent_run_logs(
     reverse: Annotated[bool, Field(description="Newest entries first.")] = False,
     message_types: Annotated[list[MessageType] | None, Field(max_length=20, description=(
         "Only these types, e.g. ACTION, ERROR, FINAL_ANSWER, USER_MESSAGE; follows pages as all_pages does."))] = None,
+    digest: Annotated[bool, Field(description=(
+        "What happened, not the entries: counts by type and tool, time and its longest gaps, errors, files, final "
+        f"answer; from skip to the end of a trace of any length, in under {DIGEST_TOKENS} tokens."))] = False,
     all_pages: Annotated[bool, Field(
         description=f"Follow pages for up to {PAGING_SECONDS:g} s (at most {MAX_ENTRIES} entries, "
                     f"{MAX_RESULT_CHARS // 1000}k characters).")] = False,
 ) -> Annotated[CallToolResult, TracePage]:
     """Read an agent run's trace (its steps: thoughts, tool calls, errors, final answer) from skip, in pages
     of limit entries. Long values are trimmed. Pass next_skip as skip to continue (null at the end)."""
+    if digest and (reverse or message_types):
+        raise InvalidRequestError("get_agent_run_logs: a digest reads the whole trace from skip, oldest first: leave "
+                                  "out reverse and message_types", operation="get_agent_run_logs")
     client = await client_for(ctx, CALL_SECONDS)
+    if digest:
+        return await _digest(ctx, client.as_bulk(), agent_run_id, skip, limit)
     all_pages = all_pages or bool(message_types)  # a filter over one page would miss what the next pages hold
     if all_pages:
         client = client.as_bulk()
@@ -132,9 +142,7 @@ async def get_agent_run_logs(
         except ApiError as exc:
             if page is None:
                 raise
-            retry = f"; retry after {exc.retry_after:.1f} s" if exc.retry_after else ""
-            note = f"stopped early ({exc.kind}: {exc.message}{retry}): continue from next_skip"
-            stopped = f"stopped early ({exc.kind}{retry}): continue from next_skip"
+            note, stopped = stopped_early(exc, "continue from next_skip")
             break
         consumed = taken.take(page.logs, position)
         if consumed < len(page.logs):  # the budget ran out inside this page
@@ -167,3 +175,15 @@ async def get_agent_run_logs(
                    f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}",
               render=lambda data: render_trace(data, positions, note_said=stopped is None))
 
+
+async def _digest(ctx: Context, client: AgentAutomationClient, agent_run_id: int, skip: int,
+                  limit: int) -> CallToolResult:
+    async def progress(read: int, total: int | None) -> None:
+        await ctx.report_progress(read, total, f"digested {read} of {total} trace entries")
+
+    reading = await read_digest(client, agent_run_id, skip, limit, seconds=PAGING_SECONDS, progress=progress)
+    page = reading.page
+    out = TracePage(agent_run_id=agent_run_id, status=page.status, is_terminal=page.is_terminal,
+                    total_logs=page.total_logs, entries=[], digest=reading.digest, read=reading.read,
+                    next_skip=reading.next_skip, note=reading.note)
+    return ok(out, digest_summary(agent_run_id, page.status, reading), render=render_digest)
