@@ -203,7 +203,9 @@ async def test_a_digest_reads_oldest_first_and_refuses_what_would_change_that() 
 
 
 def test_the_tools_page_says_the_digests_bounds_as_the_code_has_them() -> None:
-    page = " ".join((Path(__file__).parents[2] / "docs" / "tools.md").read_text().split())
+    root = Path(__file__).parents[2]
+    assert f"costs at most {DIGEST_TOKENS} tokens" in " ".join((root / "README.md").read_text().split())
+    page = " ".join((root / "docs" / "tools.md").read_text().split())
     pages = bulk_cap(DEFAULT_RATE_LIMITS[LOGS])
     for fact in (f"at most {DIGEST_TOKENS} tokens", f"(the {MAX_TYPES} most frequent)", f"(the {MAX_TOOLS} most used)",
                  f"({MAX_ERROR_KINDS} kinds;", f"({MAX_FILES} files)", f"its first {ANSWER_CHARS} characters",

@@ -20,7 +20,7 @@ from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, c
 from .trace_digest import DIGEST_TOKENS, TraceDigest, digest_summary, read_digest, render_digest, stopped_early
 from .trace_text import render_trace
 
-toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed.")
+toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed, or its digest.")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries
