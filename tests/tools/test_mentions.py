@@ -134,7 +134,8 @@ def test_a_description_cut_for_a_narrowing_reads_as_written_for_it() -> None:
 
     assert flat("create_agent_run", "runs") == (
         "Start an AI coding agent on a task, optionally on one repository. The run takes minutes: follow it with "
-        "get_agent_run (wait_seconds). Each call starts a new run (10 per minute).")
+        "get_agent_run (wait_seconds). Each call starts a new run (10 per minute; the service does not report the "
+        "plan's run quota).")
     assert flat("list_models", "org") == "List the models agent runs can use and the default."
     assert flat("list_users", "org") == "List the organisation's users: their ids are the user_id of get_user."
     assert flat("generate_setup_commands", "setup").endswith("in its sandbox. Limit: 5 per minute.")
