@@ -2,19 +2,20 @@
 
 `MCPServer` offers no public way to leave unserved methods out, nor to give the `tools/list` and `prompts/list`
 handlers the request's context (`list_tools()` and `list_prompts()` take none, and a listing may be narrowed by the
-request's headers).
-Both go through the low-level server the SDK keeps in the private `_lowlevel_server`; its
+request's headers), nor to write the instructions for the request that asks (the server takes one text when built).
+The first two go through the low-level server the SDK keeps in the private `_lowlevel_server`; its
 `add_request_handler` is public, its `_request_handlers` is not. `tests/test_sdk_seams.py` fails loudly,
-naming the attribute, when an SDK upgrade moves either.
+naming the attribute, when an SDK upgrade moves either. The instructions are rewritten in the answer's wire form,
+whose shape the same tests pin.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from mcp.server import MCPServer
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.types import (
     CompleteRequestParams,
@@ -33,6 +34,9 @@ ListPromptsHandler = Callable[[ServerRequestContext[Any], PaginatedRequestParams
 GetPromptHandler = Callable[[ServerRequestContext[Any], GetPromptRequestParams],
                             Awaitable[GetPromptResult | InputRequiredResult]]
 CompletionHandler = Callable[[ServerRequestContext[Any], CompleteRequestParams], Awaitable[CompleteResult]]
+InstructionsWriter = Callable[[ServerRequestContext[Any, Any]], Awaitable[str]]
+Middleware = Callable[[ServerRequestContext[Any, Any], CallNext], Awaitable[HandlerResult]]
+INSTRUCTED: Final = ("initialize", "server/discover")  # the answers that carry instructions: 2025-11-25, 2026-07-28
 
 
 def lowlevel(server: MCPServer[Any]) -> Server[Any]:
@@ -68,3 +72,18 @@ def serve_completions(server: MCPServer[Any], handler: CompletionHandler) -> Non
     """Answer `completion/complete` with `handler`, which sees the request: `MCPServer.completion()` gives its
     handler none, and completing from the service needs the caller's credentials."""
     lowlevel(server).add_request_handler("completion/complete", CompleteRequestParams, handler)
+
+
+def instructions_per_request(write: InstructionsWriter) -> Middleware:
+    """A middleware giving `initialize` and `server/discover` the instructions `write` makes for the request asking.
+
+    `MCPServer` sends the text it was built with, and its runner answers `initialize` itself, with no handler to
+    replace: so the answer is rewritten after the SDK made it, in its wire form (a dict with `instructions` on top).
+    """
+    async def instructing(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        wire = await call_next(ctx)
+        if ctx.method not in INSTRUCTED or not isinstance(wire, dict):
+            return wire
+        return {**wire, "instructions": await write(ctx)}
+
+    return instructing

@@ -32,7 +32,7 @@ from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
 from .prompts import add_prompts
-from .sdk_seams import drop_methods, serve_list_tools
+from .sdk_seams import drop_methods, instructions_per_request, serve_list_tools
 from .tasks import RunTasks
 from .tools.callers import (
     CALL_SECONDS,
@@ -110,7 +110,8 @@ class AgentAutomationServer(MCPServer[ServerState]):
                          instructions=instructions(settings), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, extensions=[tasks, view],
-                         middleware=[self._guiding, self._listing, tasks.middleware],
+                         middleware=[instructions_per_request(self._instructions_for), self._listing,
+                                     tasks.middleware],
                          request_state_security=continuation_security(state_keys))
         # No resource templates: not answered, not advertised. Its one resource is the runs view.
         drop_methods(self, "resources/templates/")
@@ -153,16 +154,8 @@ class AgentAutomationServer(MCPServer[ServerState]):
                                     "input_schema": cut_schema(tool.input_schema, offered)})
             for tool in await self.list_tools() if tool.name in offered])
 
-    async def _guiding(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """The instructions of `initialize` (2025-11-25) and `server/discover` (2026-07-28), written for the request
-        that asks: the tools it is offered and the organisation it acts in. The SDK would send one text, fixed when
-        the server was built."""
-        wire = await call_next(ctx)
-        if ctx.method not in ("initialize", "server/discover") or not isinstance(wire, dict):
-            return wire
-        return {**wire, "instructions": await self._instructions_for(ctx)}
-
     async def _instructions_for(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The guide for the request that asks: the tools it is offered and the organisation it acts in."""
         settings = self._settings_for(getattr(ctx.request, "headers", None))
         offered = offered_names(settings)
         context: Context[ServerState, Any] = Context(request_context=ctx, mcp_server=self)
