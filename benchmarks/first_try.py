@@ -1,4 +1,4 @@
-"""Requests a user types, each answered only from what tools/list says, run against the sandbox (issues 19, 33).
+"""Requests a user types, answered only from what the server tells a model, run against the sandbox (issues 19, 33).
 
     .venv/bin/python benchmarks/first_try.py [--before SRC] [--write docs/benchmarks.md]
 
@@ -9,22 +9,35 @@ Each plan reads the listed tools (descriptions, schemas, instructions) to choose
 judges the answer it can give the user: fully right (true, complete, no effect claimed that the service did not
 report), or not. Where the tools list says the service cannot tell (who started a run, a pull request's draft
 state, where a sandbox id comes from), telling the user so is the right answer; where it says nothing, the model
-guesses, which is wrong even when the guess happens to be true.
+guesses, which is wrong even when the guess happens to be true. The requests about what a connection is told (its
+organisation, what a narrowed connection is offered, a task's cancel) run over HTTP too, against a server started
+from the measured tree.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import httpx2
-from mcp import Client
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
 from report import before_and_after
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import DEMO_TOKEN
 from agent_automation_mcp.server import build_server
 
 LIMITS = "standard=100000/30s,logs=100000/60s,agent_creation=1000/60s,pr_edit=1000/60s,webhook_test=1000/60s"
@@ -281,6 +294,173 @@ async def off_toolset(api: ApiSettings) -> tuple[str, bool, str]:
     return ("Revoke my Linear tokens (default server: oauth off)", "oauth" in said and "--toolsets" in said, said)
 
 
+# -- Issue 33: what a connection is told (its organisation, what a narrowed connection is offered, a task's cancel) --
+
+SOLO = "tok-first-try-solo"  # belongs to organisation 1 only; DEMO_TOKEN to organisations 1 and 2
+SERVED = "1,3"  # the organisations the HTTP server serves: DEMO_TOKEN's 2 is not among them
+Row = tuple[str, bool, str]
+
+
+@contextmanager
+def http_server(sandbox: SandboxServer) -> Iterator[str]:
+    """`agent-automation-mcp serve --transport http --auth request` of the measured tree (PYTHONPATH, as `--before`
+    sets it), serving organisations 1 and 3; its `/mcp` URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))} | {
+        "AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": LIMITS,
+        "AGENT_AUTOMATION_TOOLSETS": "all", "AGENT_AUTOMATION_ALLOWED_ORGS": SERVED}
+    process = subprocess.Popen([sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
+                                "--host", "127.0.0.1", "--port", str(port), "--auth", "request"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the HTTP server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def connection(url: str, token: str, mode: str = "auto", **headers: str) -> Client:
+    named = {"authorization": f"Bearer {token}"} | {name.replace("_", "-"): value for name, value in headers.items()}
+    http = httpx2.AsyncClient(headers=named, timeout=30)
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
+
+
+def rpc(url: str, method: str, params: dict[str, Any], **headers: str) -> tuple[int, dict[str, Any]]:
+    """One 2025-11-25 request as a raw POST (the task methods that era has and the SDK's client no longer sends)."""
+    answer = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=30,
+                         headers={"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+                         | {name.replace("_", "-"): value for name, value in headers.items()})
+    data = [line.removeprefix("data: ") for line in answer.text.splitlines() if line.startswith("data: ")]
+    return answer.status_code, json.loads(data[-1] if data else answer.text)
+
+
+async def which_organisation(api: ApiSettings) -> Row:
+    """Configured for organisation 2 of a token with two: named by the instructions, or marked by
+    list_organizations; else the model guesses the first listed."""
+    async with Client(build_server(api, ServerSettings())) as client:
+        said = re.search(r"acts in organisation (\d+)", client.instructions or "")
+        if said:
+            answer, text = int(said[1]), said[0]
+        else:
+            result = await client.call_tool("list_organizations", {})
+            marked = [o["id"] for o in result.structured_content["organizations"] if o.get("in_use")]
+            answer = marked[0] if marked else result.structured_content["organizations"][0]["id"]
+            text = result.content[0].text + ("" if marked else ": none marked, the model guesses the first")
+    return "Which organisation am I working in? (a token with two, set to 2)", answer == 2, text
+
+
+async def none_chosen(api: ApiSettings) -> Row:
+    """No organisation configured for a token with two: right is saying none is chosen and how to choose."""
+    async with Client(build_server(api, ServerSettings())) as client:
+        said = re.search(r"No organisation is chosen[^.]*\.[^.]*\.", client.instructions or "")
+        if said:
+            return "Which organisation am I working in? (a token with two, none set)", True, said[0]
+        result = await client.call_tool("list_organizations", {})
+    return ("Which organisation am I working in? (a token with two, none set)", False,
+            result.content[0].text + ": nothing says none is chosen, the model guesses the first")
+
+
+async def read_only_start(url: str) -> list[Row]:
+    """Over a connection narrowed to reading (X-MCP-Readonly): start a run, and the delegate_task prompt."""
+    async with connection(url, SOLO, x_mcp_readonly="true") as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        told = client.instructions or ""
+        prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
+        if "create_agent_run" in told and "create_agent_run" not in tools:  # the model follows the instructions
+            try:
+                await client.call_tool("create_agent_run", {"prompt": "Add a health endpoint", "repo_id": 201})
+                refused = "no refusal"
+            except MCPError as exc:
+                refused = str(exc)
+            start = False, f"followed the instructions into: {refused}"
+        else:
+            start = "Read-only" in told, "told the user this connection only reads: " + told.split(". ")[0]
+        if "delegate_task" in prompts:
+            plan = (await client.get_prompt("delegate_task", {"task": "Add a health endpoint"})).messages[0]
+            named = "create_agent_run" in plan.content.text  # type: ignore[union-attr]
+            delegate = not named, "the host offers delegate_task; its plan says: Call create_agent_run once"
+        else:
+            delegate = True, f"the host offers {', '.join(sorted(prompts))}: no prompt that starts a run"
+    return [("Start a run on web-app (a read-only connection)", *start),
+            ("/delegate_task Add a health endpoint (a read-only connection)", *delegate)]
+
+
+async def narrowed_to_runs(url: str) -> Row:
+    """X-MCP-Toolsets: runs, "start a run and show me its steps": no trace tool here; the model must not be sent to
+    one, and should say why there is none."""
+    async with connection(url, SOLO, x_mcp_toolsets="runs") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        told = client.instructions or ""
+        run = (await client.call_tool("create_agent_run", {"prompt": "Add a health endpoint"})).structured_content
+        read = " ".join((tools["create_agent_run"].description or "").split())
+        if "get_agent_run_logs" in read or "get_agent_run_logs" in told:
+            try:
+                result = await client.call_tool("get_agent_run_logs", {"agent_run_id": run["id"]})
+                text = result.content[0].text
+            except MCPError as exc:
+                text = str(exc)
+            return "Start a run and show me its steps (toolsets: runs)", False, f"sent to get_agent_run_logs: {text}"
+        said = next((part for part in told.split(". ") if "leaves out" in part), "no word on why")
+    return "Start a run and show me its steps (toolsets: runs)", "logs" in said, f"started {run['id']}; {said}"
+
+
+def organisation_not_served(url: str) -> Row:
+    """X-Organization-Id: 2 on a deployment serving 1 and 3, with a token of 1 and 2: the refusal's reason."""
+    status, body = rpc(url, "tools/list", {}, authorization=f"Bearer {DEMO_TOKEN}", x_organization_id="2")
+    error = body.get("error", {}).get("data", body.get("error", {}))
+    said = f"{error.get('message')}. {error.get('hint')}"
+    right = status == 403 and "organisation 2" in said and "belongs to none" not in said and "1" in error["hint"]
+    return "Use organisation 2 (a deployment serving 1 and 3)", right, said
+
+
+async def cancel_a_task(url: str) -> Row:
+    """A run followed as a task (2025-11-25), cancelled: every later message says it goes on, in sentences, naming
+    the tool whose description says it comes closest, until the task ends."""
+    auth = {"authorization": f"Bearer {SOLO}"}
+    async with connection(url, SOLO) as client:
+        tools = (await client.list_tools()).tools
+    closest = next(tool.name for tool in tools if "comes closest" in (tool.description or ""))
+    _, started = rpc(url, "tools/call", {"name": "create_agent_run", "arguments": {"prompt": "Cancel me"},
+                                         "task": {}}, **auth)
+    task_id = started["result"]["task"]["taskId"]
+    rpc(url, "tasks/cancel", {"taskId": task_id}, **auth)
+    messages: list[str] = []
+    for _ in range(40):  # the sandbox's runs here take 2 s
+        _, task = rpc(url, "tasks/get", {"taskId": task_id}, **auth)
+        messages.append(task["result"]["statusMessage"])
+        if task["result"]["status"] != "working":
+            break
+        await anyio.sleep(0.25)
+    wrong = [m for m in messages if not (m.endswith(".") and "cannot cancel" in m and closest in m)]
+    said = (wrong or messages)[-1]
+    return (f"Cancel that run (a task; descriptions say {closest} comes closest)", not wrong and len(messages) > 1,
+            said)
+
+
+async def context_requests() -> list[Row]:
+    config = SandboxConfig(run_seconds=2.0, seed=3, visible_orgs=2, tokens=(DEMO_TOKEN, SOLO),
+                           token_orgs={SOLO: (1,)}, rate_limits=parse_rate_limits(LIMITS))
+    async with SandboxServer(config) as sandbox:
+        api = ApiSettings(token=DEMO_TOKEN, org_id=2, base_url=sandbox.url, rate_limits=parse_rate_limits(LIMITS))
+        rows = [await which_organisation(api), await none_chosen(ApiSettings(
+            token=DEMO_TOKEN, base_url=sandbox.url, rate_limits=parse_rate_limits(LIMITS)))]
+        with http_server(sandbox) as url:
+            rows += [*await read_only_start(url), await narrowed_to_runs(url), organisation_not_served(url),
+                     await cancel_a_task(url)]
+    return rows
+
+
 async def measure() -> list[tuple[str, bool, str]]:
     config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
     async with SandboxServer(config) as sandbox:
@@ -295,6 +475,7 @@ async def measure() -> list[tuple[str, bool, str]]:
             rows = await requests(model, started)
             rows += await faithful(model, sandbox.url)
         rows.insert(12, await off_toolset(api))
+    rows += await context_requests()
     return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
 
 
@@ -303,11 +484,12 @@ def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str
     count = len(columns[names[-1]])
     lines = ["## First try: requests a user types", "",
              f"Produced by `{command}`: a scripted model that reads only `tools/list` (descriptions, schemas, the "
-             f"instructions) picks the calls for each of {count} requests people type, runs them against the sandbox "
-             "and judges the answer it could give: **right** when it is true and complete and claims no effect the "
-             "service did not report (where the tools list says the service cannot tell, saying so is right; where "
-             "it says nothing, a guess is wrong even when it happens to be true). Requests 21 on are issue 33's: "
-             "what the service sends reaches the answer, and what it never reports is said.", "",
+             f"instructions, prompts) picks the calls for each of {count} requests people type, runs them against "
+             "the sandbox and judges the answer it could give: **right** when it is true and complete and claims no "
+             "effect the service did not report (where the tools list says the service cannot tell, saying so is "
+             "right; where it says nothing, a guess is wrong even when it happens to be true). Requests 21 on are "
+             "issue 33's: what the service sends reaches the answer, what it never reports is said, and (over HTTP "
+             "too) what a connection is told.", "",
              f"| # | request | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}"]
     for index, request in enumerate(row[0] for row in columns[names[-1]]):
         cells = [f"{'right' if rows[index][1] else '**wrong**'}: {rows[index][2].replace('|', '/')}"

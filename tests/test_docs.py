@@ -181,6 +181,18 @@ def test_the_tools_page_has_a_row_per_tool_in_listing_order() -> None:
     assert rows == [(case.toolset, case.name) for case in CASES]
 
 
+def test_the_tool_closest_to_cancelling_a_run_is_one_fact() -> None:
+    """Its description says so, a task's cancel names it (`CLOSEST_TO_CANCEL`), and the docs name it and no other."""
+    from agent_automation_mcp.tasks.extension import CANCEL_ASKED
+    from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
+    from agent_automation_mcp.tools.registry import all_tools
+
+    assert [spec.name for spec in all_tools() if "comes closest" in spec.description] == [CLOSEST_TO_CANCEL]
+    assert "{tool} comes closest" in CANCEL_ASKED
+    docs = " ".join((ROOT / "docs" / "tools.md").read_text().split())
+    assert set(re.findall(r"`(\w+)` comes closest", docs)) == {CLOSEST_TO_CANCEL}
+
+
 def test_ci_runs_exactly_the_readmes_test_command() -> None:
     assert (ROOT / "README.md").read_text().splitlines()[1] == "bash .ci/run"
     assert re.search(r'^\.venv/bin/python -m pytest [^\n]*"\$@"', (ROOT / ".ci" / "run").read_text(), re.M)

@@ -7,15 +7,24 @@ listing or capability tests.
 from __future__ import annotations
 
 import importlib.metadata
+from typing import Any
 
 import pytest
 from mcp import Client, MCPError
 from mcp.server import MCPServer
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
-from agent_automation_mcp.sdk_seams import drop_methods, lowlevel, serve_get_prompt, serve_list_tools
+from agent_automation_mcp.sdk_seams import (
+    drop_methods,
+    instructions_per_request,
+    lowlevel,
+    serve_get_prompt,
+    serve_list_prompts,
+    serve_list_tools,
+)
 from agent_automation_mcp.server import build_server
 
 SDK = f"mcp {importlib.metadata.version('mcp')}"
@@ -45,6 +54,9 @@ def test_the_seams_change_what_the_low_level_server_answers() -> None:
     serve_get_prompt(server, listing)  # type: ignore[arg-type]
     entry = lowlevel(server).get_request_handler("prompts/get")
     assert entry is not None and entry.handler is listing
+    serve_list_prompts(server, listing)  # type: ignore[arg-type]
+    entry = lowlevel(server).get_request_handler("prompts/list")
+    assert entry is not None and entry.handler is listing
 
 
 @pytest.mark.anyio
@@ -55,3 +67,21 @@ async def test_our_server_answers_tools_list_through_its_own_handler_and_no_prom
         assert [tool.name for tool in (await client.list_tools()).tools] == ["get_agent_run_logs"]
         with pytest.raises(MCPError):
             await client.list_prompts()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "method"), [("auto", "server/discover"), ("legacy", "initialize")])
+async def test_instructions_are_written_for_the_request_in_either_era(mode: str, method: str) -> None:
+    """The answer that carries the instructions is still a wire dict with `instructions` on top, in both eras: else
+    every connection would read the text fixed at start, naming tools it may not be offered."""
+    asked: list[str] = []
+
+    async def write(ctx: ServerRequestContext[Any, Any]) -> str:
+        asked.append(ctx.method)
+        return f"written for {ctx.method}"
+
+    server = MCPServer("seams", instructions="fixed at start", middleware=[instructions_per_request(write)])
+    async with Client(server, mode=mode) as client:
+        assert client.instructions == f"written for {method}", f"{SDK}: the {method} answer changed shape"
+        await client.list_tools()
+    assert asked == [method]

@@ -1,6 +1,8 @@
 """Prompts that hosts offer as slash commands or menu items: the common asks, written out for a model.
 
-Each prompt names the tools it uses and is offered only where the server offers them (toolsets, read-only). Its
+Each prompt names the tools it uses and is listed, fetched and completed only for a request offered every one of them
+(the server's toolsets and read-only ceiling, narrowed by the request's headers or a read-only sign-in); its text
+names only tools that request is offered. Its
 arguments arrive as strings; a pydantic model types and checks them, and a bad one is refused with the protocol's
 invalid-params error saying which argument and why, before anything is rendered or sent.
 """
@@ -24,6 +26,8 @@ from mcp.types import (
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
+    PaginatedRequestParams,
     PromptReference,
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -32,8 +36,9 @@ from .api.errors import ApiError
 from .api.params import Prompt as TaskText
 from .api.text import visible
 from .caching import SharedCache, SharedStore
-from .sdk_seams import drop_methods, serve_completions, serve_get_prompt
+from .sdk_seams import drop_methods, serve_completions, serve_get_prompt, serve_list_prompts
 from .tools.callers import client_for
+from .tools.mentions import cut_to
 from .tools.run_scan import MAX_PULL_REQUEST_CHARS, MAX_SCANNED_RUNS, pull_request_name
 from .tools.runs import STATUS_WORDS
 
@@ -183,31 +188,49 @@ PROMPTS: Final = (
 )
 
 
-def add_prompts(server: MCPServer[Any], offered: frozenset[str], store: SharedStore) -> None:
-    """Register every prompt whose tools `offered` holds, answer `prompts/get` with clear refusals, and complete
-    arguments (repository names from the service, remembered a minute per caller in `store`)."""
-    served = {spec.name: spec for spec in PROMPTS if set(spec.tools) <= offered}
-    if not served:  # advertised only when there is one to serve
+def add_prompts(server: MCPServer[Any], offered: frozenset[str], offered_to: Callable[[Any], frozenset[str]],
+                store: SharedStore) -> None:
+    """Register every prompt whose tools the server offers (`offered`), and serve each request those whose tools it
+    is offered (`offered_to` its headers): listed with descriptions cut to those tools, fetched (an absent one is
+    refused, naming the ones there are), and completed (repository names from the service, remembered a minute per
+    caller in `store`)."""
+    registered = {spec.name: spec for spec in PROMPTS if set(spec.tools) <= offered}
+    if not registered:  # advertised only when there is one to serve
         drop_methods(server, "prompts/", "completion/")
         return
-    for spec in served.values():
+    for spec in registered.values():
         server.add_prompt(Prompt(name=spec.name, title=spec.title, description=spec.description,
-                                 arguments=_listed_arguments(spec.arguments), fn=_renderer(spec, offered)))
+                                 arguments=_listed_arguments(spec.arguments), fn=_renderer(spec, offered_to),
+                                 context_kwarg="ctx"))
+
+    def served(ctx: ServerRequestContext[Any]) -> tuple[frozenset[str], dict[str, PromptSpec]]:
+        tools = offered_to(getattr(ctx.request, "headers", None))
+        return tools, {name: spec for name, spec in registered.items() if set(spec.tools) <= tools}
+
+    async def listing(ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListPromptsResult:
+        tools, shown = served(ctx)
+        return ListPromptsResult(prompts=[
+            prompt.model_copy(update={
+                "description": cut_to(prompt.description or "", tools),
+                "arguments": [argument.model_copy(update={"description": cut_to(argument.description or "", tools)})
+                              for argument in prompt.arguments or []]})
+            for prompt in await server.list_prompts() if prompt.name in shown])
 
     async def get(ctx: ServerRequestContext[Any],
                   params: GetPromptRequestParams) -> GetPromptResult | InputRequiredResult:
-        spec = served.get(params.name)
+        _, shown = served(ctx)
+        spec = shown.get(params.name)
         if spec is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {params.name[:100]!r}; this server offers "
-                                                        f"{', '.join(served) or 'none'}")
+                                                        f"{', '.join(shown) or 'none'}")
         _checked(spec, params.arguments or {})
-        return await server.get_prompt(params.name, params.arguments)
+        return await server.get_prompt(params.name, params.arguments, Context(request_context=ctx, mcp_server=server))
 
     repositories: SharedCache[list[str]] = SharedCache(store, "repository-names", 10_000)
 
     async def complete(ctx: ServerRequestContext[Any], params: CompleteRequestParams) -> CompleteResult:
         ref, argument = params.ref, params.argument
-        if not isinstance(ref, PromptReference) or ref.name not in served:
+        if not isinstance(ref, PromptReference) or ref.name not in served(ctx)[1]:
             values: list[str] = []
         elif argument.name == "repository":
             values = await _repository_names(Context(request_context=ctx, mcp_server=server), repositories)
@@ -218,6 +241,7 @@ def add_prompts(server: MCPServer[Any], offered: frozenset[str], store: SharedSt
         return CompleteResult(completion=Completion(values=matching[:MAX_COMPLETIONS], total=len(matching),
                                                     has_more=len(matching) > MAX_COMPLETIONS))
 
+    serve_list_prompts(server, listing)
     serve_get_prompt(server, get)
     serve_completions(server, complete)
 
@@ -258,8 +282,12 @@ def _checked(spec: PromptSpec, given: dict[str, Any]) -> PromptArguments:
         raise MCPError(code=INVALID_PARAMS, message=f"prompt {spec.name}: {problems}") from None
 
 
-def _renderer(spec: PromptSpec, offered: frozenset[str]) -> Callable[..., Awaitable[str]]:
-    async def render(**given: Any) -> str:
-        return spec.text(_checked(spec, given), offered)
+def _renderer(spec: PromptSpec, offered_to: Callable[[Any], frozenset[str]]) -> Callable[..., Awaitable[str]]:
+    async def render(ctx: Context[Any, Any], **given: Any) -> str:
+        try:
+            headers = ctx.headers
+        except ValueError:  # rendered outside a request (`MCPServer.get_prompt` called directly): the server's tools
+            headers = None
+        return spec.text(_checked(spec, given), offered_to(headers))
 
     return render

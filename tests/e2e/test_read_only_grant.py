@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from harness import RATE_LIMITS, HttpServer, clean_env, free_port, tenant_client
+from harness import MODES, RATE_LIMITS, HttpServer, clean_env, free_port, tenant_client
 from oauth_flow import RawFlow, pkce, query_of
+from test_context_per_request import assert_names_only_what_is_offered, told
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -63,6 +64,20 @@ async def test_a_read_only_grant_lists_no_writes_and_a_call_past_the_list_is_ins
     assert refused.headers["www-authenticate"].endswith('error="insufficient_scope"')
     shown = await refusal_shown_for_call(server.url, bearer)
     assert "granted reading only" in shown
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_read_only_grant_is_told_of_no_tool_that_writes(server: HttpServer, mode: str) -> None:
+    """Instructions, descriptions and prompts name only what the grant lists: no run to start, no prompt that
+    starts one, and the organisation chosen at sign-in."""
+    reader = signed_in(RawFlow(server.origin), access="read")
+    async with tenant_client(server.url, mode, authorization=f"Bearer {reader['access_token']}") as client:
+        seen = await told(client)
+    assert_names_only_what_is_offered(seen)
+    assert "create_agent_run" not in seen["instructions"] and "delegate_task" in seen["refused"]
+    assert "Read-only for this connection" in seen["instructions"]
+    assert 'This connection acts in organisation 1 ("Sandbox Org")' in seen["instructions"]
 
 
 async def refusal_shown_for_call(url: str, bearer: str) -> str:

@@ -169,7 +169,9 @@ def test_a_token_of_another_organisation_is_refused_once_per_verdict_and_never_b
     other = flow.http.post(f"{fleet.other_origin}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                            headers={"authorization": f"Bearer {CAROL}", "x-organization-id": "2",
                                     "accept": "application/json, text/event-stream"})
-    assert other.status_code == 403 and "organisation 2" in other.json()["error"]["message"]
+    refusal = other.json()["error"]
+    assert other.status_code == 403 and "does not serve organisation 2" in refusal["message"]
+    assert "X-Organization-Id: 1" in refusal["hint"] and "belongs to none" not in refusal["hint"]
     # On the consent page: refused with the message, and no code issued
     client_id = flow.register()
     _, challenge = pkce()

@@ -38,6 +38,7 @@ from agent_automation_mcp.redis_pool import REDIS_CONNECTIONS, REDIS_TIMEOUT
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.config import DEMO_TOKEN
 from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
+from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
 from catalogue import REPO_ID
 
 OTHER_TOKEN = "another-tenant-token"
@@ -155,15 +156,26 @@ async def test_pollers_on_every_replica_share_one_read_per_interval(fleet: Fleet
 
 @pytest.mark.anyio
 async def test_cancel_is_acknowledged_and_never_claims_the_run_stopped(fleet: Fleet, sandbox: SandboxServer) -> None:
+    """Every later message says the run was not cancelled and names the tool the descriptions say comes closest, in
+    sentences, until the task ends and after; a request not offered that tool reads the rest."""
     poller = TaskPoller(follow=False)
     async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
         task_id = await started(client, poller)
         ack = await request(client, CancelTask, task_id)
         after = [await get_task(client, task_id) for _ in range(3)]  # on each replica: the request is shared
+        ended = await finished(client, task_id)
+    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {DEMO_TOKEN}", "x-mcp-toolsets": "runs",
+                                       "x-organization-id": str(sandbox.org_id)}, timeout=30)
+    async with Client(streamable_http_client(fleet.url, http_client=http), extensions=[TaskPoller()]) as narrowed:
+        unnamed = await get_task(narrowed, task_id)
     assert ack.model_extra == {"resultType": "complete"}
-    assert all(state.status in ("working", "completed") for state in after)
-    assert all("cannot cancel" in (state.status_message or "") and "remove_from_pull_request" in state.status_message
-               and "explicit request" in state.status_message for state in after if state.status == "working")
+    assert all(state.status in ("working", "completed") for state in after) and ended.status == "completed"
+    for state in [*after, ended]:
+        message = state.status_message or ""
+        assert "cannot cancel an agent run" in message and message.endswith(".") and ". ." not in message
+        assert f"{CLOSEST_TO_CANCEL} comes closest, only on the user's explicit request" in message, message
+        assert ("goes on" in message) is (state.status == "working"), message
+    assert "cannot cancel an agent run" in unnamed.status_message and CLOSEST_TO_CANCEL not in unnamed.status_message
 
 
 @pytest.mark.anyio

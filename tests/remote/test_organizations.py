@@ -34,3 +34,27 @@ def test_with_a_list_tokens_and_named_organisations_outside_it_are_refused() -> 
 def test_a_token_with_one_served_organisation_goes_on_in_it() -> None:
     refusal, scope = _decide((1,), (1, 2))
     assert refusal is None and scope["headers"] == [(b"x-organization-id", b"1")]
+
+
+def test_a_refusal_names_the_organisation_asked_for_the_real_reason_and_what_to_send() -> None:
+    """Served: 1 and 3 of the list (1, 2, 3, 5); the token belongs to 1, 3 and others."""
+    refusals = {named: _decide((1, 3), (1, 2, 3, 5), named=named)[0] for named in ("2", "7")}
+    alone = _decide((1,), (1, 2), named="2")[0]
+    errors = {named: refusal[1]["error"]["data"] for named, refusal in refusals.items()}
+    assert errors["2"]["message"] == "this API token does not belong to organisation 2"  # served here, not the token's
+    assert errors["7"]["message"] == "this server does not serve organisation 7"
+    assert all(error["hint"] == "Send X-Organization-Id with one of 1, 3: this token's organisations that this "
+                                "server serves." for error in errors.values())
+    assert alone[1]["error"]["data"]["hint"].endswith("or leave the header out to act in it.")
+    assert "5" not in str(refusals)  # the rest of the list is not the token's business
+    none = _decide((), (1,))[0]
+    assert "belongs to none of the organisations" in none[1]["error"]["data"]["message"]
+
+
+def test_a_sign_ins_organisation_no_longer_served_is_told_to_sign_in_again() -> None:
+    scope: dict[str, Any] = {"type": "http", "headers": [(b"x-organization-id", b"2")]}
+    refusal = served_organization(scope, Headers(scope=scope), (1,), AllowedOrganizations.of((1,)), signed_in=True)
+    assert refusal is not None
+    error = refusal[1]["error"]["data"]
+    assert error["message"] == "this server does not serve organisation 2"
+    assert error["hint"] == "Sign in again and choose organisation 1: this token's organisations this server serves."

@@ -8,10 +8,15 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp import Client
 from sandboxed import connected
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.sandbox import SandboxConfig
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import DEMO_TOKEN
+from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools import logs, run_scan, runs
 from catalogue import LONG_RUN, REPO_ID
 
@@ -205,3 +210,17 @@ async def test_a_run_list_stays_within_its_character_budget(monkeypatch: pytest.
     size = sum(len(json.dumps(run, separators=(",", ":"))) for run in first["runs"])
     assert 0 < len(first["runs"]) < 9 and size <= 1500 and "characters" in first["note"]
     assert first["next_skip"] == len(first["runs"]) and rest["runs"][0]["id"] == 409 - len(first["runs"])
+
+
+@pytest.mark.anyio
+async def test_an_organisation_the_token_does_not_belong_to_is_said_so_not_marked() -> None:
+    config = SandboxConfig(visible_orgs=2, token_orgs={DEMO_TOKEN: (1,)})
+    async with SandboxServer(config) as sandbox:
+        api = ApiSettings(token=sandbox.token, org_id=2, base_url=sandbox.url)
+        async with Client(build_server(api, ServerSettings())) as client:
+            told = client.instructions or ""
+            listed = await client.call_tool("list_organizations", {})
+    assert "set to organisation 2, which this API token does not belong to" in told
+    assert 'the token belongs to 1 "Sandbox Org"' in told and "AGENT_AUTOMATION_ORG_ID" in told
+    assert [org["in_use"] for org in listed.structured_content["organizations"]] == [False]
+    assert listed.content[0].text.endswith("this connection is set to organisation 2, which is not among them")

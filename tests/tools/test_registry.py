@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from mcp import Client, MCPError
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
-from agent_automation_mcp.server import build_server, compact_schema, instructions
+from agent_automation_mcp.server import build_server, compact_schema
 from agent_automation_mcp.tools.registry import (
     DEFAULT_TOOLSETS,
     OPERATIONS_WITHOUT_TOOL,
@@ -187,17 +185,3 @@ async def test_only_what_is_served_is_advertised(mode: str) -> None:
         with pytest.raises(MCPError) as caught:
             await client.list_resource_templates()
         assert caught.value.error.code == -32601  # method not found
-
-
-def test_every_instructions_variant_reads_right_alone() -> None:
-    """Toolsets x read-only: no pronoun without its noun, only tools on offer named, read-only said plainly."""
-    names = {spec.name for spec in all_tools()}
-    for count in range(len(TOOLSETS) + 1):
-        for toolsets in itertools.combinations(TOOLSETS, count):
-            for read_only in (False, True):
-                settings = ServerSettings(toolsets=toolsets, read_only=read_only)
-                offered = frozenset(spec.name for spec in select_tools(settings))
-                text = instructions(offered, read_only)
-                assert not re.search(r"\b(it|its|one|them|they)\b", text, re.IGNORECASE), text
-                assert set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text)) & names <= offered, text
-                assert ("Read-only" in text) is read_only and (read_only or "Drive" in text), text

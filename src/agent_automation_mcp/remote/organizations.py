@@ -4,7 +4,8 @@ serve every Codegen customer whose token reaches it.
 Unset, any token the service accepts is served (fine on a private network; on the open Internet every Codegen
 user can then spend this server's capacity). Set, a token is served only for the listed organisations it sees:
 one that sees none of them is refused (403, reason `org_not_allowed`) at `/mcp` and on the consent page, and a
-request naming another organisation (`X-Organization-Id`) is refused the same way. While the service cannot say
+request naming another organisation (`X-Organization-Id`) is refused the same way, told which of the two it is (not
+served here, or not the token's) and which of the token's organisations it may name. While the service cannot say
 which organisations a token sees, the request is refused for now (503), never served unchecked.
 """
 
@@ -54,13 +55,31 @@ class AllowedOrganizations:
         return ("This server serves only its company's Codegen organisations, and this token belongs to none of "
                 "them. Use a token of the company's organisation (ask the server's operator which).")
 
+    def named_refusal(self, named: int, served: tuple[int, ...], *, signed_in: bool = False) -> tuple[str, str]:
+        """Why a request naming organisation `named` is refused, and what to do instead: name one of the token's
+        organisations this server serves (never the rest of the list), or, for a sign-in, sign in again choosing
+        one."""
+        why = ("this API token does not belong to organisation" if self.allows(named)
+               else "this server does not serve organisation")
+        ids = ", ".join(map(str, served))
+        if signed_in:  # the sign-in's organisation stands in for any header the client sends
+            instead = (f"Sign in again and choose organisation {ids}" if len(served) == 1 else
+                       f"Sign in again and choose one of {ids}") + ": this token's organisations this server serves."
+        elif len(served) == 1:
+            instead = (f"Send X-Organization-Id: {ids} (this token's organisation that this server serves), or leave "
+                       "the header out to act in it.")
+        else:
+            instead = f"Send X-Organization-Id with one of {ids}: this token's organisations that this server serves."
+        return f"{why} {named}", instead
+
 
 def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] | None,
-                        organizations: AllowedOrganizations) -> Refused | None:
+                        organizations: AllowedOrganizations, *, signed_in: bool = False) -> Refused | None:
     """With an allowed list (`served`: the listed organisations the token sees; None without a list, or when the
     service could not answer): refuse a token that sees none of them, or a request naming another one (403,
-    `org_not_allowed`); a request naming none goes on in the token's one served organisation, if it has one. With a
-    list and no answer, nothing is known of the token's organisations: 503, to be sent again, never served."""
+    `org_not_allowed`, saying which and why); a request naming none goes on in the token's one served organisation,
+    if it has one. With a list and no answer, nothing is known of the token's organisations: 503, to be sent again,
+    never served."""
     if served is None:
         if not organizations.restricted:
             return None
@@ -68,11 +87,13 @@ def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] 
                                "belongs to", "Send the request again in a few seconds.",
                                retry_after=UNDECIDED_RETRY_SECONDS), {"Retry-After": str(UNDECIDED_RETRY_SECONDS)}
     named = organization_id(headers)
-    if not served or (named is not None and named not in served):
+    if not served:
         note_reason(ORG_NOT_ALLOWED)
-        message = ("this API token belongs to none of the organisations this server serves" if not served
-                   else f"this server does not serve organisation {named}")
-        return 403, error_body("forbidden", 403, message, organizations.refusal), {}
+        return 403, error_body("forbidden", 403, "this API token belongs to none of the organisations this server "
+                               "serves", organizations.refusal), {}
+    if named is not None and named not in served:
+        note_reason(ORG_NOT_ALLOWED)
+        return 403, error_body("forbidden", 403, *organizations.named_refusal(named, served, signed_in=signed_in)), {}
     if named is None and len(served) == 1:
         scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(served[0]).encode())]
     return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -32,6 +32,8 @@ from ..api.errors import ConfigurationError
 from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
+from ..tools.checks import CLOSEST_TO_CANCEL
+from ..tools.mentions import cut_to
 from ..tools.results import label
 from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
@@ -47,9 +49,11 @@ RUN_ID_FIELDS: Final = {"create_agent_run": "id", "resume_agent_run": "id", "gen
 TTL_SECONDS: Final = MAX_TTL_MS // 1000  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
 RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (its last read within), then says so
-CANCEL_ADVICE: Final = (
-    "The service cannot cancel an agent run: run {run} goes on. Closest, and only on the user's explicit request: "
-    "remove_from_pull_request takes the agent off the run's pull request and stops its agents.")
+# Every message of a task after `tasks/cancel` ends with this (its last sentence cut where the request is not offered
+# the tool it names): the run was not cancelled, and what comes closest.
+CANCEL_ASKED: Final = (
+    "Cancel was asked, but the service cannot cancel an agent run{going}. {tool} comes closest, only on the user's "
+    "explicit request: it stops every agent working on the run's pull request.")
 MISSING_CAPABILITY: Final = -32021  # the spec's: the request needs a client capability it did not declare
 STILL_WORKING: Final = -32000  # implementation-defined: tasks/result gave up waiting
 LEGACY_CAPABILITIES: Final = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
@@ -68,7 +72,8 @@ class RunTasks(Extension):
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, keys: Sequence[str], store: SharedStore) -> None:
+    def __init__(self, keys: Sequence[str], store: SharedStore, offered_to: Callable[[Any], frozenset[str]]) -> None:
+        self.offered_to = offered_to  # the tools a request (its headers) is offered: what its messages may name
         self.seal = TaskSeal(keys)
         self.reads = RunReads(store)
         self.status = RunStatus(store, lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
@@ -227,32 +232,34 @@ class RunTasks(Extension):
         task_id = self.seal.seal(record, credentials.token_key)
         await self.index.add(credentials.token_key, task_id, record.created_ms)
         status = (result.structured_content or {}).get("status")
-        message = f"{tool} started a task following run {run_id} ({label(status)})"
+        message = f"{tool} started a task following run {run_id} ({label(status)})."
         return self._task(task_id, record, "working", message, record.created_ms, legacy=legacy)
 
     async def _view(self, ctx: ServerRequestContext[Any, Any], task_id: str, record: TaskRecord, reading: Reading, *,
                     legacy: bool) -> dict[str, Any]:
         """The task as `reading` shows its run; the service's text never enters the message (a status word only)."""
         run, result = reading.run, self._ending(ctx, reading)
+        word = (run.status or "").strip().upper() if run is not None else ""
         if result is None:
-            since = duration(max(0, (now_ms() - record.created_ms) // 1000))
-            said = (f"Run {record.run_id} is {label(run.status if run else None)}, {since} since {record.tool} "
-                    "started this task")
+            status, said = "working", (
+                f"Run {record.run_id} is {label(run.status if run else None)}, "
+                f"{duration(max(0, (now_ms() - record.created_ms) // 1000))} since {record.tool} started this task.")
             if reading.problem is not None:
                 said = (f"Run {record.run_id}'s status could not be read just now ({reading.problem}); asking again "
-                        f"in {reading.poll_ms // 1000} s")
-            if await self._cancel_asked.get(_digest(task_id)):
-                said += " " + CANCEL_ADVICE.format(run=record.run_id)
-            return self._task(task_id, record, "working", said, reading.read_ms, reading.poll_ms, legacy=legacy)
-        status = (run.status or "").strip().upper() if run is not None else ""
-        if status in STOPPED:
-            return self._task(task_id, record, "cancelled", f"The service reports run {record.run_id} {label(status)}",
-                              reading.read_ms, reading.poll_ms, legacy=legacy)
-        where = "tasks/result has" if legacy else "result holds"
-        said = (f"Run {record.run_id} ended {label(status)}; {where} its result" if run is not None else
-                f"Run {record.run_id} cannot be read ({reading.problem}); {where} why")
-        task = self._task(task_id, record, "completed", said, reading.read_ms, reading.poll_ms, legacy=legacy)
-        if not legacy:
+                        f"in {reading.poll_ms // 1000} s.")
+        elif word in STOPPED:
+            status, said = "cancelled", f"The service reports run {record.run_id} {label(word)}."
+        else:
+            where = "tasks/result has" if legacy else "result holds"
+            status, said = "completed", (
+                f"Run {record.run_id} ended {label(word)}; {where} its result."
+                if run is not None else f"Run {record.run_id} cannot be read ({reading.problem}); {where} why.")
+        if await self._cancel_asked.get(_digest(task_id)):
+            going = f": run {record.run_id} goes on" if status == "working" else ""
+            said += " " + self._offered_text(ctx, CANCEL_ASKED.format(going=going, tool=CLOSEST_TO_CANCEL))
+        task = self._task(task_id, record, status, said, reading.read_ms, reading.poll_ms, legacy=legacy)
+        if status == "completed" and not legacy:
+            assert result is not None
             task["result"] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return task
 
@@ -287,8 +294,13 @@ class RunTasks(Extension):
                            data={"hint": "Use the taskId a tools/call answered you with, unchanged."})
         if now_ms() >= record.expires_ms:
             raise MCPError(code=INVALID_PARAMS, message=f"Task not found: it expired at {_iso(record.expires_ms)}",
-                           data={"hint": f"Follow run {record.run_id} with get_agent_run."})
+                           data={"hint": self._offered_text(ctx, f"Follow run {record.run_id} with get_agent_run.")
+                                 or f"Run {record.run_id} goes on without a task."})
         return self._client(ctx, credentials, record), record
+
+    def _offered_text(self, ctx: ServerRequestContext[Any, Any], text: str) -> str:
+        """`text` cut to the tools the request is offered (`tools.mentions`)."""
+        return cut_to(text, self.offered_to(getattr(ctx.request, "headers", None)))
 
     def _theirs(self, task_id: str, credentials: Credentials) -> TaskRecord | None:
         """The task's record if the caller was given it (its token's, in its organisation if it names one), expired

@@ -91,8 +91,35 @@ class RequestCaller:
 Organizations = tuple[int, list[tuple[int, str | None]]]  # how many the token sees, and the first page (id, name)
 
 
+def only_organization(total: int | None, ids: list[int]) -> int | None:
+    """The organisation a token acts in when none is chosen: its only one, or None (it sees none, or several)."""
+    return ids[0] if max(total or 0, len(ids)) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class OrganizationInUse:
+    """The organisation a caller acts in, and the token's organisations it was chosen among."""
+
+    id: int | None  # None: none chosen, and the token does not see exactly one
+    listed: tuple[tuple[int, str | None], ...]  # the token's organisations, the first page (id, name)
+    total: int  # how many the token sees
+
+    @property
+    def name(self) -> str | None:
+        """The service's name for it (its text: show it only as data), when listed."""
+        return next((name for org_id, name in self.listed if org_id == self.id), None)
+
+    @property
+    def member(self) -> bool | None:
+        """Whether the token belongs to it; None when the first page does not tell."""
+        if any(org_id == self.id for org_id, _ in self.listed):
+            return True
+        return False if self.total <= len(self.listed) else None
+
+
 class OrganizationCache:
-    """When no organisation is given: the token's only organisation, remembered a few minutes per token.
+    """The token's organisations, remembered a few minutes per token: which one a caller acts in when none is given
+    (its only one), and what the instructions name.
 
     A cache, not state: losing it costs one `list_organizations` request. Bounded in tokens and age, and
     shared by every replica through Redis when one is configured, so a token is looked up once per lifetime.
@@ -106,23 +133,32 @@ class OrganizationCache:
             store or SharedStore(), "orgs", max_entries,
             decode=lambda value: (value[0], [(org_id, name) for org_id, name in value[1]]))
 
-    async def resolve(self, client: AgentAutomationClient, hint: str) -> int:
+    async def in_use(self, client: AgentAutomationClient, fetch_seconds: float = CALL_SECONDS) -> OrganizationInUse:
+        """The organisation `client`'s caller acts in: the one its credentials name, else the token's only one.
+        Waits at most `fetch_seconds` for another replica's lookup of the same token."""
         async def lookup() -> tuple[Organizations, float]:
             page = await client.list_organizations(limit=100)
             return (max(page.total or 0, len(page.items)), [(org.id, org.name) for org in page.items]), self._ttl
 
-        cached = await self._orgs.remembered(client.credentials.token_key, lookup, fetch_seconds=CALL_SECONDS)
+        cached = await self._orgs.remembered(client.credentials.token_key, lookup, fetch_seconds=fetch_seconds)
         assert cached is not None  # `lookup` answers or raises
         total, orgs = cached
-        if not orgs:
+        chosen = client.credentials.org_id
+        if chosen is None:
+            chosen = only_organization(total, [org_id for org_id, _ in orgs])
+        return OrganizationInUse(chosen, tuple(orgs), total)
+
+    async def resolve(self, client: AgentAutomationClient, hint: str) -> int:
+        found = await self.in_use(client)
+        if found.id is not None:
+            return found.id
+        if not found.total:
             raise ConfigurationError("this API token sees no organisation",
                                      hint="Check that the token belongs to an organisation at the service.")
-        if total == 1:
-            return orgs[0][0]
-        listed = ", ".join(str(org_id) for org_id, _ in orgs)  # names are the service's text: in details only
-        more = f" (the first {len(orgs)} listed)" if total > len(orgs) else ""
-        raise ConfigurationError(f"this API token sees {total} organisations{more}: ids {listed}; names in details",
-                                 details={"organizations": [{"id": i, "name": n} for i, n in orgs]},
+        listed = ", ".join(str(org_id) for org_id, _ in found.listed)  # names are the service's text: in details only
+        more = f" (the first {len(found.listed)} listed)" if found.total > len(found.listed) else ""
+        raise ConfigurationError(f"this API token sees {found.total} organisations{more}: ids {listed}; names in "
+                                 "details", details={"organizations": [{"id": i, "name": n} for i, n in found.listed]},
                                  hint=hint)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
@@ -71,6 +71,10 @@ async def ban_checks(agent_run_id: Id, ctx: Context,
     run: this comes closest. The service does not report whether its checks are banned."""
     require_confirmation(confirmed, "ban_checks")
     return checks_result("ban", agent_run_id, await (await client_for(ctx)).ban_checks(agent_run_id))
+
+
+# The tool that comes closest to cancelling a run, as its description says: what a task's cancel names (tasks/).
+CLOSEST_TO_CANCEL: Final = ban_checks.__name__
 
 
 @toolset.tool("Unban checks", "unban_checks")

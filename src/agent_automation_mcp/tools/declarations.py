@@ -71,6 +71,10 @@ class Toolset:
         self.tools: list[ToolSpec] = []
 
     @property
+    def names(self) -> frozenset[str]:
+        return frozenset(spec.name for spec in self.tools)
+
+    @property
     def default(self) -> bool:
         """Offered when no toolsets are chosen (`toolsets.OPT_IN_TOOLSETS` lists the others)."""
         return self.name not in OPT_IN_TOOLSETS

@@ -10,6 +10,7 @@ per tool.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Final
 
 from mcp.types import CallToolResult, TextContent
@@ -50,9 +51,13 @@ NOT_FOUND_HINT: Final = ("Check the ids: list_organizations, list_repositories, 
                          "valid ones.")
 
 
-def error_result(error: ApiError) -> CallToolResult:
+def error_result(error: ApiError, fit: Callable[[str], str] | None = None) -> CallToolResult:
+    """The result for `error`, its hint passed through `fit` (the server cuts it to the tools the request is offered:
+    a hint that sends a model to a tool it cannot call leads it into a refusal)."""
     if isinstance(error, NotFoundError) and error.hint == NotFoundError.default_hint:
         error.hint = NOT_FOUND_HINTS.get(error.operation or "", NOT_FOUND_HINT)
+    if fit is not None:
+        error.hint = fit(error.hint) or type(error).default_hint
     body: dict[str, Any] = {"kind": error.kind, "status": error.status, "message": error.message}
     if error.retry_after is not None:
         body["retry_after_seconds"] = math.ceil(error.retry_after * 10) / 10

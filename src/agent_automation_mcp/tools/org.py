@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ..api.models import Models, OrganizationSettings
 from ..api.params import Id
-from .callers import client_for
+from .callers import client_for, only_organization, state_of
 from .declarations import Toolset
 from .results import Output, PageLimit, PageSkip, counted, fit_page, label, ok
 
@@ -21,6 +21,7 @@ class Organization(Output):
     id: int
     name: str | None = None
     settings: OrganizationSettings | None = None  # whether agents may open pull requests and detect rules
+    in_use: bool = False  # the organisation this connection acts in
 
 
 class User(Output):
@@ -87,17 +88,28 @@ def _count(items: list[object], total: int | None, following: int | None, what: 
 @toolset.tool("List organizations", "list_organizations")
 async def list_organizations(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100) -> Annotated[
         CallToolResult, OrganizationList]:
-    """List the organisations the API token belongs to."""
-    page = await (await client_for(ctx)).list_organizations(skip=skip, limit=limit)
-    kept, following = fit_page([Organization.pick(o) for o in page.items], skip, limit, page.total)
+    """List the organisations the API token belongs to; in_use marks the one this connection acts in."""
+    client = await client_for(ctx)
+    page = await client.list_organizations(skip=skip, limit=limit)
+    in_use = client.credentials.org_id
+    if in_use is None and skip == 0:
+        in_use = only_organization(page.total, [org.id for org in page.items])
+    kept, following = fit_page([Organization.pick(o, in_use=o.id == in_use) for o in page.items], skip, limit,
+                               page.total)
     out = OrganizationList(organizations=kept, total=page.total, next_skip=following)
+    if in_use is None:
+        acting = f"; none is chosen for this connection: {state_of(ctx).callers.organization_hint}"
+    elif any(org.in_use for org in out.organizations) or following is not None or skip:
+        acting = f"; this connection acts in {in_use}"
+    else:
+        acting = f"; this connection is set to organisation {in_use}, which is not among them"
     return ok(out, _count(out.organizations, out.total, out.next_skip, "organisation", "organisations") + ", ids " +
-              ", ".join(str(o.id) for o in out.organizations[:10]) + "; names in the result")
+              ", ".join(str(o.id) for o in out.organizations[:10]) + "; names in the result" + acting)
 
 
 @toolset.tool("List users", "list_users")
 async def list_users(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 50) -> Annotated[CallToolResult, UserList]:
-    """List the organisation's users: the user_id values get_user and list_agent_runs take."""
+    """List the organisation's users: their ids are the user_id of get_user and list_agent_runs."""
     page = await (await client_for(ctx)).list_users(skip=skip, limit=limit)
     kept, following = fit_page([User.pick(u) for u in page.items], skip, limit, page.total)
     out = UserList(users=kept, total=page.total, next_skip=following)
@@ -135,7 +147,8 @@ async def list_integrations(ctx: Context) -> Annotated[CallToolResult, Integrati
                           integrations=[Integration.pick(i) for i in found.integrations],
                           total_active_integrations=found.total_active_integrations)
     active = [label(i.integration_type, "?") for i in out.integrations if i.active]
-    return ok(out, f"{counted(len(active), 'active integration')}: {', '.join(active) or 'none'}")
+    where = f" in organisation {out.organization_id}" if out.organization_id is not None else ""
+    return ok(out, f"{counted(len(active), 'active integration')}{where}: {', '.join(active) or 'none'}")
 
 
 @toolset.tool("List models", "list_models")

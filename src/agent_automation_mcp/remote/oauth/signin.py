@@ -128,7 +128,8 @@ class SignIn:
         scope["headers"] = _as_caller(scope["headers"], signed_in)
         if is_read_only(signed_in.grant.scopes):
             scope.setdefault("state", {})[READ_ONLY_GRANT] = True
-        return served_organization(scope, Headers(scope=scope), verdict.served, verdicts.organizations)
+        return served_organization(scope, Headers(scope=scope), verdict.served, verdicts.organizations,
+                                   signed_in=True)
 
     async def close(self) -> None:
         await self.store.close()
