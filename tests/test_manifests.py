@@ -42,8 +42,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp import __version__
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
-from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings
+from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, require_allowed_orgs, settings_from
+from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings, parse_org_ids
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import REDIS_STATES, SERVICE_SIDE_FAILURES, Metrics
 from agent_automation_mcp.remote.oauth import SignIn
@@ -674,6 +674,24 @@ def test_a_misspelt_or_unknown_setting_is_caught() -> None:
     assert set(env) - _settings_read(env) == {"AGENT_AUTOMATION_ALLOWED_HOST", "AGENT_AUTOMATION_LOG_FORMATS"}
     with pytest.raises(ValueError, match="AGENT_AUTOMATION_MAX_REPLICAS"):
         _settings_read({"AGENT_AUTOMATION_MAX_REPLICAS": "six"})
+
+
+def test_the_base_refuses_to_start_until_the_operator_names_the_organisations_served(
+        base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shipped empty, the allow-list would serve every Codegen user: the replicas refuse to start, naming it, until
+    it lists ids (or says `*`, every organisation, on purpose)."""
+    args, remote = _as_the_container_runs(base, secrets, monkeypatch)
+    assert base["ConfigMap"]["data"]["AGENT_AUTOMATION_ALLOWED_ORGS"] == "" and remote.allowed_orgs == ()
+    auth = auth_mode(args.transport, args.host, remote.auth)
+    with pytest.raises(ValueError, match=r"AGENT_AUTOMATION_ALLOWED_ORGS .* is not set: on 0\.0\.0\.0.*set it to \*"):
+        require_allowed_orgs(auth, args.host, remote)
+    for filled, served in (("41,42", (41, 42)), ("*", None)):
+        monkeypatch.setenv("AGENT_AUTOMATION_ALLOWED_ORGS", filled)
+        remote = settings_from(args)[2]
+        assert remote.allowed_orgs == served
+        require_allowed_orgs(auth, args.host, remote)
+    with pytest.raises(ValueError, match=r"\* alone"):
+        parse_org_ids("*,41")
 
 
 def test_the_container_answers_requests_for_its_public_and_service_names_with_their_own_tokens(

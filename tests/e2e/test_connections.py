@@ -90,6 +90,22 @@ def test_the_balancers_cap_each_address_and_leave_room_for_everyone_else() -> No
     assert done.returncode == 0, done.stderr
 
 
+def haproxy_seconds(timeout: str) -> int:
+    return int(re.search(rf"^\s*timeout {timeout} (\d+)s$", haproxy_config(), re.M).group(1))  # type: ignore[union-attr]
+
+
+def test_the_ingress_controller_has_the_balancers_bounds_and_serves_its_metrics() -> None:
+    """ingress-nginx's equivalents, in the values for its chart: idle connections closed as soon, half-sent headers
+    as soon, room for the same 20,000 clients, the per-address refusal a client shows (429), and its metrics."""
+    values = yaml.safe_load((MANIFESTS / "kubernetes" / "ingress-nginx" / "controller-values.yaml").read_text())
+    config = values["controller"]["config"]
+    assert int(config["keep-alive"]) == haproxy_seconds("http-keep-alive")
+    assert int(config["client-header-timeout"]) == haproxy_seconds("http-request")
+    assert int(config["max-worker-connections"]) >= 2 * 20_000  # a proxied request holds two of a worker's
+    assert config["limit-conn-status-code"] == "429" and "http-request return status 429" in haproxy_config()
+    assert values["controller"]["metrics"] == {"enabled": True, "serviceMonitor": {"enabled": True}}
+
+
 def balancer_metrics(fleet: Fleet) -> dict[tuple[str, str], float]:
     """The mcp frontend's samples from HAProxy's own /metrics, by name and proxy."""
     text = httpx2.get(f"http://127.0.0.1:{fleet.metrics_port}/metrics", timeout=10).text
