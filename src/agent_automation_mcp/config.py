@@ -73,7 +73,8 @@ def parse_list(value: str | None) -> tuple[str, ...]:
 
 
 def parse_state_keys(value: str | None) -> tuple[str, ...]:
-    """The keys that seal a confirmation's continuation, newest first; the message never quotes a key."""
+    """The keys that seal what any replica must open (confirmations, task ids, sign-ins), newest first; the message
+    never quotes a key."""
     keys = parse_list(value)
     for number, key in enumerate(keys, 1):
         if len(key) < MIN_STATE_KEY_CHARS:
@@ -125,8 +126,9 @@ class RemoteSettings:
     # The organisations served (remote/organizations.py); None: every one, as `*` says; empty: not said, which only
     # loopback accepts (cli.require_allowed_orgs)
     allowed_orgs: tuple[int, ...] | None = ()
-    # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that seal
-    # the service tokens of sign-ins (first encrypts, all decrypt), and sign-ins per client address per minute
+    # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that encrypt
+    # the service tokens of sign-ins inside their sealed tokens (first encrypts, all decrypt), and sign-ins per
+    # client address per minute
     public_url: str | None = None
     oauth_keys: tuple[str, ...] = field(default=(), repr=False)
     oauth_signins: int = DEFAULT_OAUTH_SIGNINS
