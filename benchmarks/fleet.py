@@ -11,6 +11,8 @@ import csv
 import ctypes
 import io
 import os
+import re
+import resource
 import shutil
 import signal
 import socket
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx2
@@ -147,6 +150,43 @@ def redis_server(port: int | None = None) -> ServerProcess:
     port = port or free_port()
     return ServerProcess("redis-server", [shutil.which("redis-server") or "redis-server", "--port", str(port),
                                           "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], port)
+
+
+def shipped_config() -> Path:
+    """The HAProxy config of the tree whose code runs (a benchmark's process imports it from there: `--before`)."""
+    import agent_automation_mcp
+
+    return Path(agent_automation_mcp.__file__).resolve().parents[2] / "manifests" / "haproxy" / "haproxy.cfg"
+
+
+def balancer(config: Path, port: int, replicas: Sequence[int], env: Mapping[str, str] | None = None) -> ServerProcess:
+    """HAProxy running `config` (a copy of the shipped one) at `port` in front of `replicas`, its metrics on a free
+    port. It needs two file descriptors a connection and will not start where it cannot have them: under a hard
+    limit lower than its maxconn needs (20,000 on the machine these figures come from), `-n` lowers maxconn to fit."""
+    found = re.search(r"^global\n\s+maxconn (\d+)", config.read_text(), re.M)
+    shipped = int(found.group(1)) if found else 4000
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    fits = shipped if hard == resource.RLIM_INFINITY else min(shipped, (hard - 1000) // 2)
+    balancer_env = {**(env or {}), "MCP_BIND": f"127.0.0.1:{port}", "METRICS_BIND": f"127.0.0.1:{free_port()}",
+                    **{f"REPLICA_{i + 1}": f"127.0.0.1:{p}" for i, p in enumerate(replicas)}}
+    return ServerProcess("haproxy", [HAPROXY, "-db", "-n", str(fits), "-f", str(config)], port, env=balancer_env)
+
+
+def balanced_fleet(stack: ExitStack, env: Mapping[str, str],
+                   replicas: int = 3) -> tuple[ServerProcess, list[ServerProcess]]:
+    """A redis-server, `replicas` servers (`--auth request`, `env` beside the shared keys) sharing it, and HAProxy
+    in front of them running `shipped_config()`, each stopped by `stack`: HAProxy and the replicas, once all are up."""
+    redis = redis_server()
+    stack.callback(redis.stop)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))} | {
+        "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", **SHARED_KEYS, **env}
+    servers = [mcp_server(f"replica{i}", env, "--auth", "request") for i in range(replicas)]
+    for server in servers:
+        stack.callback(server.stop)
+    front = balancer(shipped_config(), free_port(), [server.port for server in servers])
+    stack.callback(front.stop)
+    time.sleep(3)  # health checks: every replica up
+    return front, servers
 
 
 def die_with_parent() -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
-from fleet import HAPROXY, ServerProcess, free_port, mcp_server, redis_server
+from fleet import HAPROXY, ServerProcess, balancer, free_port, mcp_server, redis_server
 from http_load import Call, LoadJob, LoadResult, Tenant, run_load_process
 from report import command_line, publish
 from tenants import ORG_ID, TenantFixture, create_fixtures, lay_out_tokens, tenant
@@ -96,15 +96,12 @@ def fleet(config: str, env: dict[str, str]) -> Iterator[tuple[list[int], list[Se
         stack.callback(lambda: [r.stop() for r in replicas])  # the list as it is then: restarted ones included
         path = Path(folder) / "haproxy.cfg"
         path.write_text(config_text(config))
-        port = free_port()
-        balancer_env = {"PATH": os.environ.get("PATH", ""), "MCP_BIND": f"127.0.0.1:{port}",
-                        **{f"REPLICA_{n + 1}": f"127.0.0.1:{p}" for n, p in enumerate(ports)}}
-        balancer = ServerProcess("haproxy", [HAPROXY, "-db", "-f", str(path)], port, balancer_env)
-        stack.callback(balancer.stop)
+        front = balancer(path, free_port(), ports, {"PATH": os.environ.get("PATH", "")})
+        stack.callback(front.stop)
         for replica in replicas:
             wait_ready(replica)
         time.sleep(READY_PAUSE)
-        yield ports, replicas, f"{balancer.url}/mcp"
+        yield ports, replicas, f"{front.url}/mcp"
 
 
 def wait_ready(replica: ServerProcess, timeout: float = 60.0) -> None:

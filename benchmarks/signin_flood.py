@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import anyio
 import httpx2
 from cryptography.fernet import Fernet
-from fleet import HAPROXY, ServerProcess, free_port, mcp_server, redis_server
+from fleet import ServerProcess, balancer, free_port, mcp_server, redis_server
 from redis import Redis
 from report import command_line, publish
 
@@ -127,10 +127,8 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
             replicas.append(mcp_server(f"replica {i}", env, "--auth", "oauth", "--public-url", origin,
                                        "--allowed-host", f"127.0.0.1:{port}"))
             stack.callback(replicas[-1].stop)
-        balancer = ServerProcess("haproxy", [HAPROXY, "-db", "-f", str(config)], port, env={
-            "MCP_BIND": f"127.0.0.1:{port}", **{f"REPLICA_{i + 1}": f"127.0.0.1:{r.port}"
-                                               for i, r in enumerate(replicas)}})
-        stack.callback(balancer.stop)
+        front = balancer(config, port, [replica.port for replica in replicas])
+        stack.callback(front.stop)
         time.sleep(2.5)  # HAProxy's health checks mark the replicas up
         client_id, tokens = sign_in(origin)
         refresh_token = tokens["refresh_token"]

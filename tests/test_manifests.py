@@ -43,10 +43,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp import __version__
 from agent_automation_mcp.api.settings import ApiSettings
-from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, settings_from
-from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings
+from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, require_allowed_orgs, settings_from
+from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings, parse_org_ids
 from agent_automation_mcp.remote.hosts import HostPolicy
-from agent_automation_mcp.remote.metrics import REDIS_STATES, Metrics
+from agent_automation_mcp.remote.metrics import REDIS_STATES, SERVICE_SIDE_FAILURES, Metrics
 from agent_automation_mcp.remote.oauth import SignIn
 from agent_automation_mcp.server import build_server
 from pacing.redis_server import RedisServer
@@ -712,6 +712,24 @@ def test_a_misspelt_or_unknown_setting_is_caught() -> None:
         _settings_read({"AGENT_AUTOMATION_MAX_REPLICAS": "six"})
 
 
+def test_the_base_refuses_to_start_until_the_operator_names_the_organisations_served(
+        base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shipped empty, the allow-list would serve every Codegen user: the replicas refuse to start, naming it, until
+    it lists ids (or says `*`, every organisation, on purpose)."""
+    args, remote = _as_the_container_runs(base, secrets, monkeypatch)
+    assert base["ConfigMap"]["data"]["AGENT_AUTOMATION_ALLOWED_ORGS"] == "" and remote.allowed_orgs == ()
+    auth = auth_mode(args.transport, args.host, remote.auth)
+    with pytest.raises(ValueError, match=r"AGENT_AUTOMATION_ALLOWED_ORGS .* is not set: on 0\.0\.0\.0.*set it to \*"):
+        require_allowed_orgs(auth, args.host, remote)
+    for filled, served in (("41,42", (41, 42)), ("*", None)):
+        monkeypatch.setenv("AGENT_AUTOMATION_ALLOWED_ORGS", filled)
+        remote = settings_from(args)[2]
+        assert remote.allowed_orgs == served
+        require_allowed_orgs(auth, args.host, remote)
+    with pytest.raises(ValueError, match=r"\* alone"):
+        parse_org_ids("*,41")
+
+
 def test_the_container_answers_requests_for_its_public_and_service_names_with_their_own_tokens(
         base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     args, remote = _as_the_container_runs(base, _as_the_operator_fills(secrets), monkeypatch)
@@ -862,6 +880,18 @@ def _exposed_series() -> dict[str, frozenset[str]]:
 EXPOSED: Final = _exposed_series()
 # What Prometheus itself records for every target it scrapes: the targets-down alert and a panel read it.
 SCRAPE_SERIES: Final = {"up": frozenset()}
+# What others serve that the balancer and out-of-memory alerts read: HAProxy's own exporter (each name checked
+# against a running HAProxy by tests/e2e/test_connections.py), ingress-nginx's controller and kube-state-metrics
+# (as their documentation names them: neither runs here).
+OTHERS_SERIES: Final = {
+    "haproxy_frontend_current_sessions": frozenset({"proxy"}),
+    "haproxy_frontend_limit_sessions": frozenset({"proxy"}),
+    "haproxy_frontend_denied_connections_total": frozenset({"proxy"}),
+    "nginx_ingress_controller_nginx_process_connections_total": frozenset(
+        {"state", "controller_class", "controller_namespace", "controller_pod"}),
+    "kube_pod_container_status_restarts_total": frozenset({"namespace", "pod", "container", "uid"}),
+    "kube_pod_container_status_last_terminated_reason": frozenset({"namespace", "pod", "container", "uid", "reason"}),
+}
 
 
 def _selectors(node: Any) -> Iterator[tuple[str, set[str]]]:
@@ -889,7 +919,7 @@ def _check_promql(expression: str) -> set[str]:
     tree = promql_parser.parse(expression)  # ValueError on anything Prometheus would refuse to parse
     read = set()
     for name, labels in _selectors(tree):
-        series = EXPOSED | SCRAPE_SERIES
+        series = EXPOSED | SCRAPE_SERIES | OTHERS_SERIES
         assert name in series, f"{name} is not a series /metrics serves: {expression}"
         unknown = labels - series[name] - TARGET_LABELS
         assert not unknown, f"{name} has no label {sorted(unknown)}: {expression}"
@@ -929,6 +959,7 @@ def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_str
     assert reads == {
         "AgentAutomationTargetsDown": {"up"},
         "AgentAutomationOutage": {responses},
+        "AgentAutomationUpstreamDown": {"agent_automation_upstream_requests_total"},
         "AgentAutomationRedisDown": {"agent_automation_redis_state"},
         "AgentAutomationUpstream429s": {"agent_automation_upstream_requests_total"},
         "AgentAutomationToolErrors": {"agent_automation_tool_calls_total"},
@@ -939,6 +970,10 @@ def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_str
         "AgentAutomationSignInRefusals": {"agent_automation_oauth_requests_total"},
         "AgentAutomationOrgNotAllowed": {refused, "agent_automation_oauth_requests_total"},
         "AgentAutomationOpenStreams": {"agent_automation_open_streams"},
+        "AgentAutomationBalancerSaturated": {"haproxy_frontend_current_sessions", "haproxy_frontend_limit_sessions",
+                                             "nginx_ingress_controller_nginx_process_connections_total"},
+        "AgentAutomationOutOfMemory": {"kube_pod_container_status_restarts_total",
+                                       "kube_pod_container_status_last_terminated_reason"},
     }
     # The targets-down alert finds the replicas by the job the PodMonitor names after the pods' label.
     (monitor,) = _kustomize_kind("monitoring", "PodMonitor")
@@ -948,9 +983,22 @@ def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_str
     (states,) = re.findall(r'state=~"([^"]+)"', alerts["AgentAutomationRedisDown"]["expr"])
     assert set(states.split("|")) <= set(REDIS_STATES) - {"reachable", "not configured"}
     assert 'status="429"' in alerts["AgentAutomationUpstream429s"]["expr"]
+    # The out-of-memory alert watches the containers of the server's and Redis' Deployments, by their pods' names.
+    deployments = [document for folder in ("base", "redis") for document in _kustomize_kind(folder, "Deployment")]
+    oom = alerts["AgentAutomationOutOfMemory"]["expr"]
+    (containers,) = set(re.findall(r'container=~"([^"]+)"', oom))
+    assert set(containers.split("|")) == {container["name"] for deployment in deployments
+                                          for container in deployment["spec"]["template"]["spec"]["containers"]}
+    (pods,) = set(re.findall(r'pod=~"([^"]+)"', oom))
+    assert all(re.fullmatch(pods, f"{deployment['metadata']['name']}-5d9c7b-x2k4q") for deployment in deployments)
+    # The balancer alert reads HAProxy's frontend for /mcp, at a threshold below its maxconn.
+    haproxy = (MANIFESTS / "haproxy" / "haproxy.cfg").read_text()
+    assert set(re.findall(r'proxy="(\w+)"', alerts["AgentAutomationBalancerSaturated"]["expr"])) == {"mcp"}
+    assert re.search(r"^frontend mcp$", haproxy, re.M)
     assert "histogram_quantile(0.99," in alerts["AgentAutomationSlowToolCalls"]["expr"]
     (outcomes,) = re.findall(r'outcome=~"([^"]+)"', alerts["AgentAutomationToolErrors"]["expr"])
-    assert set(outcomes.split("|")) <= _error_kinds()  # kinds the code has: a renamed kind breaks this test
+    # Kinds the code has (a renamed kind breaks this test), each exported at 0 from a replica's start.
+    assert set(outcomes.split("|")) == set(SERVICE_SIDE_FAILURES) <= _error_kinds()
     for alert in alerts.values():
         assert alert["labels"]["severity"] in ("warning", "critical")
         assert alert["annotations"]["summary"] and alert["annotations"]["description"]
@@ -976,5 +1024,8 @@ def test_grafana_dashboard_is_a_configmap_for_the_sidecar_and_every_panel_reads_
     # Every family the server exposes has a panel: calls, durations, refusals, token checks, upstream, pacing, Redis,
     # connections and streams, sign-in.
     families = {re.sub(r"_(total|bucket|count|sum|created)$", "", name) for name in EXPOSED}
-    shown = {re.sub(r"_(total|bucket|count|sum|created)$", "", name) for name in read - SCRAPE_SERIES.keys()}
+    shown = {re.sub(r"_(total|bucket|count|sum|created)$", "", name)
+             for name in read - SCRAPE_SERIES.keys() - OTHERS_SERIES.keys()}
     assert shown == families
+    # And the balancer's connections: how full it is, and what it refuses per address.
+    assert {"haproxy_frontend_current_sessions", "haproxy_frontend_denied_connections_total"} <= read

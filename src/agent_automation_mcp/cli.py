@@ -101,8 +101,9 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
                              "the client; env AGENT_AUTOMATION_TRUSTED_PROXIES, comma-separated)")
     parser.add_argument("--allowed-org", action="append", default=None, metavar="ORG_ID",
                         help="HTTP: serve only tokens of this Codegen organisation (others get 403, and a request "
-                             "naming another organisation too); repeatable (default: every organisation, unsafe on "
-                             "the open Internet; env AGENT_AUTOMATION_ALLOWED_ORGS, comma-separated)")
+                             "naming another organisation too); repeatable; * alone: every organisation, on purpose "
+                             "(required beyond loopback with per-request tokens: none set refuses to start; env "
+                             "AGENT_AUTOMATION_ALLOWED_ORGS, comma-separated)")
     parser.add_argument("--shutdown-grace", type=_seconds,
                         help="HTTP: on SIGTERM, seconds to let calls in flight finish (default 60; "
                              "env AGENT_AUTOMATION_SHUTDOWN_GRACE)")
@@ -175,9 +176,10 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
              "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin)),
              "token_checks_per_address": args.token_checks_per_address,
              "token_checks_total": args.token_checks_total,
-             "trusted_proxies": args.trusted_proxy and parse_list(",".join(args.trusted_proxy)),
-             "allowed_orgs": args.allowed_org and parse_org_ids(",".join(args.allowed_org))}
+             "trusted_proxies": args.trusted_proxy and parse_list(",".join(args.trusted_proxy))}
     remote = dataclasses.replace(remote, **{name: value for name, value in flags.items() if value is not None})
+    if args.allowed_org:  # apart: `*` parses to None, every organisation
+        remote = dataclasses.replace(remote, allowed_orgs=parse_org_ids(",".join(args.allowed_org)))
     return api, server, remote
 
 
@@ -192,6 +194,16 @@ def auth_mode(transport: str, host: str, chosen: str | None) -> str:
         raise ValueError(f"--auth env on {host} would let whoever reaches the port act with this server's API token; "
                          "use --auth request (each caller sends their own token), or listen on 127.0.0.1")
     return mode
+
+
+def require_allowed_orgs(auth: str, host: str, remote: RemoteSettings) -> None:
+    """Beyond loopback, each caller's token is served: which organisations' tokens must be said, or every Codegen user
+    whose token reaches the port is a tenant. `*` says every organisation, on purpose."""
+    if auth != "env" and remote.allowed_orgs == () and not is_loopback(host):
+        raise ValueError(f"AGENT_AUTOMATION_ALLOWED_ORGS (--allowed-org) is not set: on {host}, every Codegen "
+                         "user whose token reaches this server would be served. List the company's organisation ids "
+                         "(the list_organizations tool shows yours), or set it to * to serve every organisation on "
+                         "purpose (docs/remote.md)")
 
 
 def require_shared_keys(remote: RemoteSettings) -> None:
@@ -222,9 +234,7 @@ def serve(args: argparse.Namespace) -> int:
 
             policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
             parse_proxies(remote.trusted_proxies)
-            if auth != "env" and not remote.allowed_orgs and not is_loopback(args.host):
-                say("warning: AGENT_AUTOMATION_ALLOWED_ORGS is not set: every Codegen user whose token reaches this "
-                    "server is served (unsafe on the open Internet; docs/remote.md)", logging.WARNING)
+            require_allowed_orgs(auth, args.host, remote)
         if auth == "oauth":
             from .remote.oauth import SignIn
 

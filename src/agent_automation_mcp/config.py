@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from .api.settings import first_set, number_setting, parse_flag
 from .toolsets import DEFAULT_TOOLSETS, parse_toolsets
@@ -85,16 +86,22 @@ def parse_state_keys(value: str | None) -> tuple[str, ...]:
     return keys
 
 
-def parse_org_ids(value: str | None) -> tuple[int, ...]:
-    """Comma-separated organisation ids; `ValueError` names the entry that is not one."""
+EVERY_ORGANIZATION: Final = "*"  # AGENT_AUTOMATION_ALLOWED_ORGS: every organisation, on purpose
+
+
+def parse_org_ids(value: str | None) -> tuple[int, ...] | None:
+    """Comma-separated organisation ids, or `*` (None: every organisation, as the operator says); `ValueError` names
+    the entry that is not one."""
+    if value is not None and value.strip() == EVERY_ORGANIZATION:
+        return None
     ids = []
     for entry in (value or "").split(","):
         entry = entry.strip()
         if not entry:
             continue
         if not entry.isdigit() or len(entry) > 18:
-            raise ValueError(f"AGENT_AUTOMATION_ALLOWED_ORGS (--allowed-org) lists organisation ids (numbers), "
-                             f"got {entry!r}")
+            raise ValueError(f"AGENT_AUTOMATION_ALLOWED_ORGS (--allowed-org) lists organisation ids (numbers), or is "
+                             f"{EVERY_ORGANIZATION} alone for every organisation; got {entry!r}")
         ids.append(int(entry))
     return tuple(ids)
 
@@ -116,7 +123,9 @@ class RemoteSettings:
     token_checks_per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS
     token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
-    allowed_orgs: tuple[int, ...] = ()  # the organisations served (remote/organizations.py); empty: every one
+    # The organisations served (remote/organizations.py); None: every one, as `*` says; empty: not said, which only
+    # loopback accepts (cli.require_allowed_orgs)
+    allowed_orgs: tuple[int, ...] | None = ()
     # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that encrypt
     # the service tokens of sign-ins inside their sealed tokens (first encrypts, all decrypt), and sign-ins per
     # client address per minute

@@ -1,9 +1,11 @@
 """Connections are bounded and counted, and refusals reach the person, behind the shipped balancer.
 
 A flood of listening `GET /mcp` streams from one token (4,000 held the shipped HAProxy full for ~45 s) is refused
-at once in both eras, so nothing is held; one address past its connection cap gets a 429 its client shows, while
-other addresses are served; each replica counts its open connections and streams. The full-size flood, with the
-latency of other tenants, is benchmarks/stream_flood.py.
+at once in both eras, so nothing is held; one address past its request cap gets a 429 its client shows, and past
+its connection cap has its connections refused as they open (8,000 silent sockets from one address once held the
+balancer full: no request ever arrived to be refused), while other addresses are served; the balancer serves its
+own metrics; each replica counts its open connections and streams. The full-size floods, with the latency of other
+clients, are benchmarks/stream_flood.py and benchmarks/connection_flood.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import anyio
 import httpx2
 import pytest
 import test_rollouts
+import yaml
 from harness import HttpServer, refusal_shown, tenant_client
 from prometheus_client.parser import text_string_to_metric_families
 from test_rollouts import Fleet, client, haproxy_binary
@@ -41,16 +44,43 @@ def gauges(replica: HttpServer) -> dict[str, float]:
             if sample.name in ("agent_automation_open_streams", "agent_automation_open_connections")}
 
 
+def haproxy_config() -> str:
+    return (MANIFESTS / "haproxy" / "haproxy.cfg").read_text()
+
+
 def cap_per_address() -> int:
-    config = (MANIFESTS / "haproxy" / "haproxy.cfg").read_text()
-    return int(re.search(r"if \{ sc0_conn_cur gt (\d+) \}", config).group(1))  # type: ignore[union-attr]
+    """Connections one address may have open when its request arrives; past it, 429."""
+    return int(re.search(r"http-request return status 429 .* if \{ sc0_conn_cur gt (\d+) \}",  # type: ignore[union-attr]
+                         haproxy_config()).group(1))
+
+
+def connections_per_address() -> int:
+    """Connections one address may have open at all; past it, a new one is refused as it opens."""
+    return int(re.search(r"tcp-request connection reject if \{ sc0_conn_cur gt (\d+) \}",  # type: ignore[union-attr]
+                         haproxy_config()).group(1))
+
+
+def maxconn() -> dict[str, int]:
+    """The `maxconn` of the global section and of each frontend, by name."""
+    found: dict[str, int] = {}
+    section = ""
+    for line in haproxy_config().splitlines():
+        words = line.split("#", 1)[0].split()
+        if words and not line[0].isspace():
+            section = "global" if words[0] == "global" else words[-1] if words[0] == "frontend" else ""
+        elif words[:1] == ["maxconn"] and section:
+            found[section] = int(words[1])
+    return found
 
 
 def test_the_balancers_cap_each_address_and_leave_room_for_everyone_else() -> None:
-    config = (MANIFESTS / "haproxy" / "haproxy.cfg").read_text()
-    maxconn = {int(n) for n in re.findall(r"^\s*maxconn (\d+)", config, re.M)}
-    assert len(maxconn) == 1 and "tcp-request connection track-sc0 src" in config
-    assert 20 * cap_per_address() <= maxconn.pop()  # one address holds at most 5 % of the balancer
+    config = haproxy_config()
+    limits = maxconn()
+    assert "tcp-request connection track-sc0 src" in config
+    assert limits["mcp"] >= 20_000  # the issue's floor: 25 × 200 idle connections once filled the 4,000 there were
+    assert limits["global"] >= sum(value for name, value in limits.items() if name != "global")  # metrics stay served
+    assert cap_per_address() < connections_per_address() <= limits["mcp"] // 100  # one address: at most 1 %
+    assert re.search(r"^\s*timeout http-keep-alive ([1-5])s$", config, re.M)  # idle keep-alive closes within 5 s
     ingress = (MANIFESTS / "kubernetes" / "ingress-nginx" / "ingress.yaml").read_text()
     assert f'nginx.ingress.kubernetes.io/limit-connections: "{cap_per_address()}"' in ingress
     done = subprocess.run([haproxy_binary(), "-c", "-f", str(MANIFESTS / "haproxy" / "haproxy.cfg")],
@@ -58,6 +88,87 @@ def test_the_balancers_cap_each_address_and_leave_room_for_everyone_else() -> No
                           env={"MCP_BIND": "127.0.0.1:1", "REPLICA_1": "127.0.0.1:2", "REPLICA_2": "127.0.0.1:3",
                                "REPLICA_3": "127.0.0.1:4"})
     assert done.returncode == 0, done.stderr
+
+
+def haproxy_seconds(timeout: str) -> int:
+    return int(re.search(rf"^\s*timeout {timeout} (\d+)s$", haproxy_config(), re.M).group(1))  # type: ignore[union-attr]
+
+
+def test_the_ingress_controller_has_the_balancers_bounds_and_serves_its_metrics() -> None:
+    """ingress-nginx's equivalents, in the values for its chart: idle connections closed as soon, half-sent headers
+    as soon, room for the same 20,000 clients, the per-address refusal a client shows (429), and its metrics."""
+    values = yaml.safe_load((MANIFESTS / "kubernetes" / "ingress-nginx" / "controller-values.yaml").read_text())
+    config = values["controller"]["config"]
+    assert int(config["keep-alive"]) == haproxy_seconds("http-keep-alive")
+    assert int(config["client-header-timeout"]) == haproxy_seconds("http-request")
+    assert int(config["max-worker-connections"]) >= 2 * 20_000  # a proxied request holds two of a worker's
+    assert config["limit-conn-status-code"] == "429" and "http-request return status 429" in haproxy_config()
+    assert values["controller"]["metrics"] == {"enabled": True, "serviceMonitor": {"enabled": True}}
+
+
+def balancer_metrics(fleet: Fleet) -> dict[tuple[str, str], float]:
+    """The mcp frontend's samples from HAProxy's own /metrics, by name and proxy."""
+    text = httpx2.get(f"http://127.0.0.1:{fleet.metrics_port}/metrics", timeout=10).text
+    return {(sample.name, sample.labels.get("proxy", "")): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the balancer has closed this connection (an end of stream or a reset is waiting to be read)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.anyio
+async def test_silent_connections_past_an_address_cap_are_refused_as_they_open(fleet: Fleet,
+                                                                                sandbox: SandboxServer) -> None:
+    """One address opens 50 connections more than its cap and sends nothing on any (no request ever comes to be
+    refused): the 50 are closed at once, the cap's worth stay open (until `timeout http-request`, 10 s: far longer
+    than this test holds them), and other addresses are served meanwhile."""
+    port = int(fleet.url.rsplit(":", 1)[1].split("/")[0])
+    cap, extra = connections_per_address(), 50
+    denied = ("haproxy_frontend_denied_connections_total", "mcp")
+    before = balancer_metrics(fleet)[denied]
+    with ExitStack() as held:
+        sockets = []
+        for _ in range(cap + extra):  # from 127.0.0.2: an address of its own on loopback
+            sock = held.enter_context(socket.socket())
+            sock.bind(("127.0.0.2", 0))
+            sock.settimeout(10)
+            sock.connect(("127.0.0.1", port))
+            sock.setblocking(False)  # `closed` only peeks
+            sockets.append(sock)
+        for _ in range(100):  # bounded: until the balancer has refused what it will
+            if sum(map(closed, sockets)) >= extra:
+                break
+            await anyio.sleep(0.05)
+        assert sum(map(closed, sockets)) == extra  # which ones: those HAProxy's threads accepted last
+        assert balancer_metrics(fleet)[denied] - before == extra  # counted, for the dashboard
+        assert balancer_metrics(fleet)[("haproxy_frontend_current_sessions", "mcp")] >= cap
+        async with client(fleet, sandbox) as session:  # another address: served as ever
+            assert not (await session.call_tool("list_models", {})).is_error
+
+
+def test_the_balancer_serves_every_series_the_alerts_and_dashboard_read(fleet: Fleet) -> None:
+    """HAProxy's own Prometheus exporter, as the scrape config in manifests/haproxy asks for it."""
+    scrape = yaml.safe_load((MANIFESTS / "haproxy" / "prometheus.yml").read_text())
+    (job,) = scrape["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    text = httpx2.get(f"http://127.0.0.1:{fleet.metrics_port}{job['metrics_path']}", timeout=10).text
+    served = {sample.name: set(sample.labels) for family in text_string_to_metric_families(text)
+              for sample in family.samples}
+    monitoring = MANIFESTS / "kubernetes" / "monitoring"
+    read = "\n".join([(monitoring / "prometheusrule.yaml").read_text(), (monitoring / "dashboard.json").read_text()])
+    names = set(re.findall(r"\b(haproxy_\w+)", read))
+    assert names, "nothing reads the balancer's metrics"
+    for name in names:
+        assert name in served, f"{name} is not served by HAProxy"
+    for proxy in set(re.findall(r'proxy=\\?"(\w+)', read)):  # the frontends the rules name are the config's
+        assert proxy in maxconn(), proxy
 
 
 @pytest.mark.anyio

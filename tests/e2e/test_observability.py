@@ -229,7 +229,7 @@ def test_metrics_count_refusals_by_reason_tool_durations_and_token_checks(sandbo
     assert buckets[-1] == (float("inf"), 3) and all(a[1] <= b[1] for a, b in itertools.pairwise(buckets))
     verdicts = {dict(labels)["verdict"]: value for (name, labels), value in samples.items()
                 if name == "agent_automation_token_checks_total"}
-    assert verdicts == {"accepted": 2, "refused": 1}  # Alice and Bob once each, the stranger once
+    assert verdicts == {"accepted": 2, "refused": 1, "undecided": 0}  # Alice and Bob once each, the stranger once
 
 
 @pytest.mark.anyio

@@ -1,7 +1,8 @@
 """The shipped alerts and dashboard against a real Prometheus (Debian's `prometheus`, on loopback, its data in a
-temporary directory) scraping three replicas' `--metrics-port` every second, while they serve calls and sign-in
-requests and share Redis: every dashboard query returns data, and when Redis is killed the Redis alert's expression
-turns true for every replica, and the rule itself fires (in this test's copy of the rules, without `for`).
+temporary directory) scraping three replicas' `--metrics-port` every second, and the shipped HAProxy in front of
+them with the shipped scrape job, while they serve calls and sign-in requests and share Redis: every dashboard query
+returns data, and when Redis is killed the Redis alert's expression turns true for every replica, and the rule
+itself fires (in this test's copy of the rules, without `for`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import pytest
 import yaml
 from cryptography.fernet import Fernet
 from harness import RATE_LIMITS, HttpServer, clean_env, free_port
+from test_rollouts import shipped_balancer
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from pacing.redis_server import RedisServer
 
-MONITORING: Final = Path(__file__).resolve().parents[2] / "manifests" / "kubernetes" / "monitoring"
+MANIFESTS: Final = Path(__file__).resolve().parents[2] / "manifests"
+MONITORING: Final = MANIFESTS / "kubernetes" / "monitoring"
 _MONITOR: Final = yaml.safe_load((MONITORING / "podmonitor.yaml").read_text())["spec"]
 JOB: Final[str] = _MONITOR["selector"]["matchLabels"][_MONITOR["jobLabel"]]  # the job the PodMonitor names
 NAMESPACE: Final = "default"
@@ -39,15 +42,17 @@ WAIT: Final = 20.0  # seconds, at most, for each thing awaited below
 
 
 class Prometheus:
-    """`prometheus` on a free loopback port, scraping `targets` every second and evaluating `rules` every second."""
+    """`prometheus` on a free loopback port, scraping `targets` (and `jobs`, more scrape configs) every second and
+    evaluating `rules` every second."""
 
-    def __init__(self, binary: str, work: Path, targets: list[str], rules: dict[str, Any]) -> None:
+    def __init__(self, binary: str, work: Path, targets: list[str], rules: dict[str, Any],
+                 jobs: list[dict[str, Any]]) -> None:
         (work / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
         static = [{"targets": [target], "labels": {"namespace": NAMESPACE, "pod": f"replica-{index}"}}
                   for index, target in enumerate(targets)]
         config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
                   "rule_files": ["rules.yaml"],
-                  "scrape_configs": [{"job_name": JOB, "static_configs": static}]}
+                  "scrape_configs": [{"job_name": JOB, "static_configs": static}, *jobs]}
         (work / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         port = free_port()
         self.origin = f"http://127.0.0.1:{port}"
@@ -144,6 +149,12 @@ def binary(name: str) -> str:
     return found
 
 
+def balancer_job(target: str) -> dict[str, Any]:
+    """The shipped scrape job for HAProxy (manifests/haproxy/prometheus.yml), pointed at `target`."""
+    (job,) = yaml.safe_load((MANIFESTS / "haproxy" / "prometheus.yml").read_text())["scrape_configs"]
+    return {**job, "scrape_interval": "1s", "static_configs": [{"targets": [target]}]}
+
+
 def shipped_rules() -> list[dict[str, Any]]:
     return yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())["spec"]["groups"]
 
@@ -178,7 +189,7 @@ def test_prometheus_sees_the_dashboard_s_data_and_the_redis_alert_when_redis_die
     redis = RedisServer(binary("redis-server"))
     redis.start()
     started: list[HttpServer] = []
-    prometheus = load = None
+    prometheus = load = balancer = None
     try:
         env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
                         AGENT_AUTOMATION_REDIS_URL=redis.url, AGENT_AUTOMATION_TOOLSETS="all",
@@ -188,11 +199,15 @@ def test_prometheus_sees_the_dashboard_s_data_and_the_redis_alert_when_redis_die
         # The test's copy of the rules: as shipped, but firing at once (no `for`) so the test need not wait minutes.
         groups = [{**group, "rules": [{k: v for k, v in rule.items() if k != "for"} for rule in group["rules"]]}
                   for group in shipped_rules()]
+        balancer_port, balancer_metrics = free_port(), free_port()
+        balancer = shipped_balancer(f"127.0.0.1:{balancer_port}", balancer_port, [port for port, _ in ports],
+                                    balancer_metrics)
         with ThreadPoolExecutor(REPLICAS + 1) as pool:  # all four start at once
             replicas = [pool.submit(HttpServer, env, "--auth", "oauth", "--public-url", f"http://127.0.0.1:{port}",
                                     "--metrics-port", str(metrics_port), port=port) for port, metrics_port in ports]
             scraper = pool.submit(Prometheus, prometheus_binary, tmp_path,
-                                  [f"127.0.0.1:{metrics_port}" for _, metrics_port in ports], {"groups": groups})
+                                  [f"127.0.0.1:{metrics_port}" for _, metrics_port in ports], {"groups": groups},
+                                  [balancer_job(f"127.0.0.1:{balancer_metrics}")])
         started = [replica.result() for replica in replicas if replica.exception() is None]
         prometheus = scraper.result() if scraper.exception() is None else None
         for future in (*replicas, scraper):
@@ -231,4 +246,6 @@ def test_prometheus_sees_the_dashboard_s_data_and_the_redis_alert_when_redis_die
             prometheus.stop()
         for replica in started:
             replica.stop()
+        if balancer is not None:
+            balancer.stop()
         redis.stop()

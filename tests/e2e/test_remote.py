@@ -189,6 +189,20 @@ def test_env_auth_beyond_loopback_refuses_to_start() -> None:
     assert done.returncode == 2 and "--auth env on 0.0.0.0" in done.stderr and "--auth request" in done.stderr
 
 
+def test_per_request_tokens_beyond_loopback_refuse_to_start_without_the_organisations_served() -> None:
+    """Every Codegen user whose token reaches the port would be a tenant: the operator names the organisations, or
+    says `*`; on loopback nothing is required."""
+    command = [sys.executable, "-m", "agent_automation_mcp", "--transport", "http", "--host", "0.0.0.0",
+               "--auth", "request", "--port", "1"]  # never reached: refused before it listens
+    done = subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "AGENT_AUTOMATION_ALLOWED_ORGS (--allowed-org) is not set" in done.stderr
+    assert "set it to * to serve every organisation on purpose" in done.stderr
+    wrong = subprocess.run([*command, "--allowed-org", "*", "--allowed-org", "41"], env=clean_env(),
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert wrong.returncode == 2 and "* alone" in wrong.stderr
+
+
 def metric_samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = httpx2.get(url, timeout=10).text
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -208,8 +222,11 @@ async def test_metrics_count_calls_by_tool_and_outcome_and_name_no_tenant(remote
     assert samples[("agent_automation_pacing_wait_seconds_count", ())] >= 2
     assert samples[("agent_automation_tool_calls_in_flight", ())] == 0
     assert samples[("agent_automation_redis_up", ())] == 0
-    for secret in (ALICE, Credentials(ALICE).token_key[:12], "org"):
-        assert secret not in text.replace("organisation", "")
+    for secret in (ALICE, Credentials(ALICE).token_key[:12]):
+        assert secret not in text
+    labels = {label for family in text_string_to_metric_families(text) for sample in family.samples
+              for label in sample.labels}  # tools such as list_organizations are named; no organisation is
+    assert not labels & {"org", "org_id", "organization", "organisation", "tenant", "token"}
 
 
 @pytest.mark.anyio

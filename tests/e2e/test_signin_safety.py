@@ -22,7 +22,7 @@ from cryptography.fernet import Fernet
 from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from oauth_flow import REDIRECT_URI, RawFlow, pkce
 from prometheus_client.parser import text_string_to_metric_families
-from test_rollouts import HAPROXY_CONFIG, haproxy_binary
+from test_rollouts import shipped_balancer
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -53,10 +53,8 @@ class Fleet:
                 "--allowed-host", f"[::1]:{self.port}")
         self.replicas = [HttpServer(env, *args) for _ in range(3)]
         self.stderr: list[str] = []
-        balancer_env = clean_env(MCP_BIND=f"127.0.0.1:{self.port},[::1]:{self.port}",
-                                 **{f"REPLICA_{i + 1}": f"127.0.0.1:{r.port}" for i, r in enumerate(self.replicas)})
-        self.balancer = HttpServer(balancer_env, port=self.port,
-                                   command=[haproxy_binary(), "-db", "-f", str(HAPROXY_CONFIG)])
+        self.balancer = shipped_balancer(f"127.0.0.1:{self.port},[::1]:{self.port}", self.port,
+                                         [replica.port for replica in self.replicas], free_port())
         deadline = time.monotonic() + 30
         while not all(httpx2.get(f"{r.origin}/readyz", timeout=5).status_code == 200 for r in self.replicas):
             assert time.monotonic() < deadline, "the replicas did not become ready"

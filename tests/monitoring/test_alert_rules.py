@@ -79,6 +79,13 @@ def test_promtool_accepts_the_shipped_rules(tmp_path: Path) -> None:
         assert "{{" not in alert["annotations"]["description"]
 
 
+def test_promtool_accepts_the_balancers_scrape_config() -> None:
+    """The job that scrapes HAProxy's own exporter (tests/e2e/test_prometheus.py scrapes a running one with it)."""
+    checked = subprocess.run([promtool(), "check", "config", str(ROOT / "manifests" / "haproxy" / "prometheus.yml")],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 @pytest.mark.parametrize("path", UNIT_TESTS, ids=[path.stem for path in UNIT_TESTS])
 def test_promtool_unit_test(path: Path, tmp_path: Path) -> None:
     tested = run_unit_test(yaml.safe_load(path.read_text()), tmp_path)

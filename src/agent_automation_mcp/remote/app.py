@@ -41,6 +41,8 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     server.streamable_http_app(stateless_http=True, max_request_body_size=remote.max_body_bytes,
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
+    metrics.expect((spec.name for spec in server.tool_specs), server.api_settings.rate_limits,
+                   sign_in=remote.auth == "oauth")
     budgets = AddressBudgets(server.shared, [strangers_budget(remote.token_checks_per_address,
                                                                remote.token_checks_total)])
     sign_in = None

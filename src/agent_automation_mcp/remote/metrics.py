@@ -3,11 +3,15 @@
 Labels are tool names, outcomes (`ok` or an error kind), rate-limit buckets, HTTP statuses, refusal reasons
 and token verdicts only: no token, tenant or organisation. Each server has its own registry, so several in one
 process stay apart.
+
+The label values the alerts read are exported at 0 from the start: a series born at its first increment shows in
+`rate()` only from its second scrape, so a flood that came and went within one scrape interval (2,243 refused
+registrations once) would never show at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -21,6 +25,18 @@ VERDICTS: Final = {True: "accepted", False: "refused", None: "undecided"}
 
 
 REDIS_STATES = ("reachable", "unreachable", "never reached", "not configured")  # `redis` in /readyz
+# Tool call outcomes that are the service's or this server's failures (AgentAutomationToolErrors reads these).
+SERVICE_SIDE_FAILURES: Final = ("server_error", "timeout", "connection", "outcome_unknown", "unexpected_status",
+                                "bad_response", "internal_error")
+# The service's answers the alerts read (429s, failures), and the successes they are a share of.
+UPSTREAM_STATUSES: Final = ("200", "429", "500", "502", "503", "504", "timeout", "connection")
+# Why /mcp requests are refused, with the status each gets.
+REFUSALS: Final = (("400", "bad_request"), ("401", "no_token"), ("401", "token_refused"), ("403", "origin"),
+                   ("403", "org_not_allowed"), ("405", "method_not_allowed"), ("406", "not_acceptable"),
+                   ("413", "body_too_large"), ("421", "host"), ("429", "rate_limited"), ("503", "unavailable"))
+# Sign-in endpoints that spend an address's budget, and what they answer when it is spent or its store is down.
+BUDGETED_SIGNIN: Final = ("authorize", "consent", "token", "register", "revoke")
+BUDGET_REFUSALS: Final = (("429", "rate_limited"), ("503", "unavailable"))
 
 
 class Metrics:
@@ -70,6 +86,27 @@ class Metrics:
         self.redis_state = Gauge("agent_automation_redis_state", "1 for the shared pacing store's state now: "
                                  "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
                                  ("state",), registry=self.registry)
+        for verdict in VERDICTS.values():
+            self.token_checks.labels(verdict=verdict)
+        for status, reason in REFUSALS:
+            self.responses.labels(status=status)
+            self.refused.labels(status=status, reason=reason)
+        for status in ("200", "202", "500"):
+            self.responses.labels(status=status)
+
+    def expect(self, tools: Iterable[str], buckets: Iterable[str], *, sign_in: bool) -> None:
+        """Export at 0 what this server can count: its tools' calls (ok, or failing on the service's side), its
+        buckets' upstream answers, and, with sign-in, its budget refusals."""
+        for tool in tools:
+            self.call_duration.labels(tool=tool)
+            for outcome in ("ok", *SERVICE_SIDE_FAILURES):
+                self.tool_calls.labels(tool=tool, outcome=outcome)
+        for bucket in buckets:
+            for status in UPSTREAM_STATUSES:
+                self.upstream_requests.labels(bucket=bucket, status=status)
+        for endpoint in BUDGETED_SIGNIN if sign_in else ():
+            for status, reason in BUDGET_REFUSALS:
+                self.oauth_requests.labels(endpoint=endpoint, status=status, reason=reason)
 
     def call_started(self, tool: str) -> None:
         self.calls_in_flight.inc()

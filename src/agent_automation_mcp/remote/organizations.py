@@ -1,11 +1,12 @@
 """Which organisations this deployment serves (`AGENT_AUTOMATION_ALLOWED_ORGS`): a company's own server should not
 serve every Codegen customer whose token reaches it.
 
-Unset, any token the service accepts is served (fine on a private network; on the open Internet every Codegen
-user can then spend this server's capacity). Set, a token is served only for the listed organisations it sees:
-one that sees none of them is refused (403, reason `org_not_allowed`) at `/mcp` and on the consent page, and a
-request naming another organisation (`X-Organization-Id`) is refused the same way, told which of the two it is (not
-served here, or not the token's) and which of the token's organisations it may name. While the service cannot say
+`*`: any token the service accepts is served (fine on a private network; on the open Internet every Codegen user
+can then spend this server's capacity). Unset: the same, but the server starts so only on a loopback address. Ids:
+a token is served only for the listed organisations it sees: one that sees none of them is refused (403, reason
+`org_not_allowed`) at `/mcp` and on the consent page, and a request naming another organisation
+(`X-Organization-Id`) is refused the same way, told which of the two it is (not served here, or not the token's)
+and which of the token's organisations it may name. While the service cannot say
 which organisations a token sees, the request is refused for now (503), never served unchecked.
 """
 
@@ -33,7 +34,7 @@ class AllowedOrganizations:
     ids: frozenset[int] | None = None
 
     @classmethod
-    def of(cls, ids: tuple[int, ...]) -> AllowedOrganizations:
+    def of(cls, ids: tuple[int, ...] | None) -> AllowedOrganizations:
         return cls(frozenset(ids) if ids else None)
 
     def allows(self, org_id: int) -> bool:
