@@ -1,5 +1,5 @@
 """What every request to `/mcp` passes before the MCP SDK sees it: Host and Origin, draining, a body that names
-nothing longer than the server knows, headers, the token.
+nothing longer than the server knows, headers, the token, and the token's budget of task and completion requests.
 
 Answers in the one error shape (`{"error": {"kind", "status", "message", "hint"}}`) so a person reading a
 refusal in a client's log knows what to send instead.
@@ -15,13 +15,14 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import tracing
-from ..config import DEFAULT_MAX_BODY_BYTES
+from ..api.credentials import Credentials
+from ..config import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUESTS_PER_TOKEN
 from ..headers import HeaderError, bearer_token, organization_id
 from ..prompts import PROMPTS
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
 from .access import note_reason
-from .budgets import OverBudget
+from .budgets import AddressBudgets, Budget, OverBudget
 from .hosts import HostPolicy
 from .organizations import served_organization
 from .refusals import Refused, error_body, respond
@@ -44,6 +45,19 @@ DRAINING_HINT: Final = ("Send the same request again: nothing was done, and anot
 
 
 OVERLONG: Final = "overlong"  # the refusal's reason: a method, name or id longer than any this server knows
+# Task requests and completions: each is cheap and reads shared state or the service for the token (a run's status,
+# its repositories), and nothing else bounds how many one token sends (tool calls wait for --max-tenant-calls; what
+# is answered from memory, such as tools/list, costs a little CPU). This budget does, per token, shared by the
+# replicas. Prefixes of the methods it counts:
+BUDGETED_METHODS: Final = ("tasks/", "completion/")
+TOKEN_REQUESTS: Final = "requests_per_token"
+
+
+def token_requests_budget(per_token: int = DEFAULT_REQUESTS_PER_TOKEN) -> Budget:
+    """Task and completion requests per token (its hash is the budget's key), per minute."""
+    return Budget(TOKEN_REQUESTS, per_token)
+
+
 LISTEN_MESSAGE: Final = "this server is stateless: it never sends anything on a listening GET stream"
 LISTEN_HINT: Final = ("Send requests with POST; answers, progress and questions come back on each POST's own "
                       "response (MCP clients carry on without the GET stream when they get 405).")
@@ -67,13 +81,14 @@ class McpGate:
 
     def __init__(self, app: ASGIApp, server: AgentAutomationServer, policy: HostPolicy, lifecycle: Lifecycle, *,
                  per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                 budgets: AddressBudgets | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.app = app
         self.server = server
         self.policy = policy
         self.lifecycle = lifecycle
         self.per_request_auth = per_request_auth
         self.verdicts = verdicts or TokenVerdicts()
+        self.budgets = budgets or AddressBudgets(server.shared, [token_requests_budget()])  # TOKEN_REQUESTS'
         self.max_body_bytes = max_body_bytes
         self.longest_name = max(len(name) for name in (*(spec.name for spec in server.tool_specs),
                                                        *(prompt.name for prompt in PROMPTS)))
@@ -89,6 +104,8 @@ class McpGate:
         try:
             with tracing.span("gate") as span:
                 refusal = await self._refusal(Headers(scope=scope), scope)
+                if refusal is None and self.per_request_auth:
+                    refusal = await self._over_token_budget(scope)
                 if refusal is None and scope.get("state", {}).get(READ_ONLY_GRANT):
                     refusal = self._read_only_refusal(scope)
                 tracing.note(span, {"agent_automation.gate.status": refusal[0] if refusal is not None else 200})
@@ -98,6 +115,24 @@ class McpGate:
                 await self.app(scope, receive, self._closing_when_draining(send))
         finally:
             self.lifecycle.in_flight -= 1
+
+    async def _over_token_budget(self, scope: Scope) -> Refused | None:
+        """429 for a task or completion request past its token's budget (after the sign-in, whose grant's service
+        token is the request's token by then)."""
+        request = read_request(scope)
+        method = request.method if request is not None else None
+        token = bearer_token(Headers(scope=scope))
+        if method is None or not method.startswith(BUDGETED_METHODS) or token is None:
+            return None
+        try:
+            await self.budgets.spend(TOKEN_REQUESTS, Credentials(token).token_key)
+        except OverBudget as exc:
+            note_reason(TOKEN_REQUESTS)
+            limit = self.budgets.budgets[TOKEN_REQUESTS].per_address
+            return _too_many(exc, f"this API token sent {limit} task and completion requests in the last minute, as "
+                             "many as this server takes from one token", "Poll tasks less often; send this request "
+                             "again after retry_after_seconds (tool calls are not refused for this).")
+        return None
 
     def _closing_when_draining(self, send: Send) -> Send:
         """An answer given while the replica drains closes its connection, so no balancer reuses it for more."""

@@ -47,7 +47,7 @@ class Metrics:
         self.refused = Counter(
             "agent_automation_http_refused",
             "/mcp requests refused before or by the MCP SDK, by HTTP status and reason (no_token, token_refused, "
-            "origin, host, body_too_large, body_too_slow, overlong, rate_limited, unavailable, "
+            "origin, host, body_too_large, body_too_slow, overlong, rate_limited, requests_per_token, unavailable, "
             "bad_request, not_acceptable, method_not_allowed, other).",
             ("status", "reason"), registry=self.registry)
         self.token_checks = Counter(
