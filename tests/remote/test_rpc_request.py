@@ -4,20 +4,18 @@ and the access line, and answered 408 when it does not arrive in time."""
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-import uvicorn
+from served_app import served
 from starlette.types import Receive, Scope, Send
 
 from agent_automation_mcp.remote import rpc_request
 from agent_automation_mcp.remote.access import AccessLog
 from agent_automation_mcp.remote.metrics import Metrics
 from agent_automation_mcp.remote.rpc_request import MAX_ID_CHARS, RpcRequest, read_request
-from agent_automation_mcp.remote.serve import http_protocol
 
 MAX_BODY = 4096
 
@@ -67,17 +65,7 @@ async def echo(scope: Scope, receive: Receive, send: Send) -> None:
 async def test_a_body_reaches_the_app_unchanged_and_a_slow_one_is_answered_408(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rpc_request, "BODY_SECONDS", 0.5)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    app = AccessLog(echo, Metrics(), max_body_bytes=MAX_BODY)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, http=http_protocol(),
-                                           log_config=None, access_log=False, lifespan="off"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.02)
+    async with served(AccessLog(echo, Metrics(), max_body_bytes=MAX_BODY)) as port:
         async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
             sent = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
             assert (await http.post("/mcp", content=sent)).json() == {"body": sent, "method": "tools/list"}
@@ -92,4 +80,3 @@ async def test_a_body_reaches_the_app_unchanged_and_a_slow_one_is_answered_408(
         body = json.loads(head.partition(b"\r\n\r\n")[2])
         assert body["error"]["kind"] == "timeout" and "did not arrive within" in body["error"]["message"]
         await slow.aclose()
-        server.should_exit = True
