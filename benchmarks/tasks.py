@@ -109,7 +109,9 @@ async def measure(pollers: list[int], duration: float, calls: int) -> dict[str, 
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("AGENT_AUTOMATION_")},
                "AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": LIMITS,
                "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
-               "AGENT_AUTOMATION_STATE_KEYS": "k" * 40}
+               "AGENT_AUTOMATION_STATE_KEYS": "k" * 40,
+               # one token stands for up to 100 pollers here: the per-token budget is not what is measured
+               "AGENT_AUTOMATION_REQUESTS_PER_TOKEN": "1000000"}
         replicas = []
         for index in range(3):
             replicas.append(mcp_server(f"replica {index}", env, "--auth", "request"))

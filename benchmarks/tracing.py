@@ -41,6 +41,7 @@ class Collector:
     def __init__(self) -> None:
         self.exports = 0
         self.bytes = 0
+        self.largest = 0  # bytes of the largest export
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -49,6 +50,7 @@ class Collector:
                 self.rfile.read(size)
                 collector.exports += 1
                 collector.bytes += size
+                collector.largest = max(collector.largest, size)
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", "0")

@@ -1,5 +1,6 @@
 """The docs stay true: the configuration reference is the CLI's own parser, every setting is documented,
-the guide names files and tests that exist, commands parse, links resolve, and each tool has its row.
+the guide names files and tests that exist, commands parse, links resolve, each tool has its row, and the bounds on
+what one caller may send are the code's.
 
 `UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py` regenerates the flags reference in `docs/configuration.md`.
 """
@@ -17,7 +18,10 @@ from typing import Final
 
 import pytest
 
+from agent_automation_mcp import trace_provider
 from agent_automation_mcp.cli import PROG, build_parser
+from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
+from agent_automation_mcp.remote.rpc_request import BODY_SECONDS, MAX_ID_CHARS, MAX_METHOD_CHARS
 from agent_automation_mcp.tools.answers import ANSWERS, NOT_REPORTED, WRITTEN
 from catalogue import CASES
 
@@ -196,3 +200,18 @@ def test_the_tool_closest_to_cancelling_a_run_is_one_fact() -> None:
 def test_ci_runs_exactly_the_readmes_test_command() -> None:
     assert (ROOT / "README.md").read_text().splitlines()[1] == "bash .ci/run"
     assert re.search(r'^\.venv/bin/python -m pytest [^\n]*"\$@"', (ROOT / ".ci" / "run").read_text(), re.M)
+
+
+def test_the_bounds_the_docs_state_are_the_codes() -> None:
+    """What one caller may send is stated in several pages; each figure is the constant's."""
+    limits, remote, operations = ((ROOT / "docs" / name).read_text() for name in (
+        "remote-limits.md", "remote.md", "operations.md"))
+    assert f"within {BODY_SECONDS:g} s of its headers" in limits
+    assert f"method of at most {MAX_METHOD_CHARS} characters" in limits
+    assert f"an id of at most {MAX_ID_CHARS} characters" in limits
+    assert f"{DEFAULT_REQUESTS_PER_TOKEN} a minute per token" in limits
+    assert f"{DEFAULT_REQUESTS_PER_TOKEN} task and completion requests a minute per token" in remote
+    assert f"longer than {MAX_METHOD_CHARS} characters" in remote and f"longer than {MAX_ID_CHARS}" in remote
+    assert f"span's name is at most {trace_provider.MAX_NAME_CHARS} characters" in operations
+    assert f"each attribute\nvalue at most {trace_provider.MAX_VALUE_CHARS:,}" in operations
+    assert f"{trace_provider.MAX_VALUE_CHARS:,} here unless set" in operations

@@ -13,6 +13,7 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.prompts import PROMPTS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import Faults
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
@@ -111,6 +112,25 @@ async def test_arguments_complete_from_fixed_values_and_the_callers_repositories
     assert status.completion.values == ["failed", "fail", "failure", "FAILED"]
     assert other.completion.values == []
     assert len(listings) == 1
+
+
+@pytest.mark.anyio
+async def test_a_failed_repository_listing_is_remembered_not_asked_again_at_every_keystroke() -> None:
+    failing = Faults(error_rate=1.0, operations=frozenset({"list_repositories"}))
+    async with SandboxServer(SandboxConfig(faults=failing)) as sandbox:
+        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url)
+
+        def asked() -> int:
+            return len([r for r in sandbox.request_log if r.operation == "list_repositories"])
+
+        async with Client(build_server(api, ServerSettings())) as client:
+            repository = PromptReference(name="delegate_task")
+            first = await client.complete(repository, {"name": "repository", "value": "w"})
+            after_first = asked()  # the listing, and the client's own retries of a 500
+            later = [await client.complete(repository, {"name": "repository", "value": value})
+                     for value in ("we", "web", "web-")]
+    assert first.completion.values == [] and all(result.completion.values == [] for result in later)
+    assert after_first >= 1 and asked() == after_first
 
 
 @pytest.mark.anyio

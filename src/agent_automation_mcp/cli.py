@@ -95,6 +95,10 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-checks-total", type=_positive_int,
                         help="HTTP --auth request: the same, for every address together (default 600; "
                              "env AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL)")
+    parser.add_argument("--requests-per-token", type=_positive_int,
+                        help="HTTP --auth request: task requests (tasks/get, /result, /list, /cancel) and "
+                             "completions one token may make a minute, shared by every replica through Redis; past "
+                             "it 429 (default 600; env AGENT_AUTOMATION_REQUESTS_PER_TOKEN)")
     parser.add_argument("--trusted-proxy", action="append", default=None, metavar="ADDRESS[/BITS]",
                         help="HTTP: a proxy (address or network) whose X-Forwarded-For names the client, as a "
                              "balancer in front of the replicas; repeatable (default: none, the socket's peer is "
@@ -175,7 +179,7 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
              "allowed_hosts": args.allowed_host and parse_list(",".join(args.allowed_host)),
              "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin)),
              "token_checks_per_address": args.token_checks_per_address,
-             "token_checks_total": args.token_checks_total,
+             "token_checks_total": args.token_checks_total, "requests_per_token": args.requests_per_token,
              "trusted_proxies": args.trusted_proxy and parse_list(",".join(args.trusted_proxy))}
     remote = dataclasses.replace(remote, **{name: value for name, value in flags.items() if value is not None})
     if args.allowed_org:  # apart: `*` parses to None, every organisation

@@ -54,6 +54,7 @@ MIN_STATE_KEY_CHARS = 32
 # tokens all come new from one address in the same minute (a first rollout behind a proxy) still fits.
 DEFAULT_TOKEN_CHECKS_PER_ADDRESS = 200
 DEFAULT_TOKEN_CHECKS_TOTAL = 600
+DEFAULT_REQUESTS_PER_TOKEN = 600  # task and completion requests a minute: e.g. 50 tasks polled every 5 s
 DEFAULT_OAUTH_SIGNINS = 10  # sign-ins one client address may complete per minute (remote/oauth/signin.py)
 
 
@@ -122,6 +123,7 @@ class RemoteSettings:
     metrics_port: int | None = None  # None: /metrics on the public port; a port: there only
     token_checks_per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS
     token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
+    requests_per_token: int = DEFAULT_REQUESTS_PER_TOKEN  # task and completion requests a minute (remote/gate.py)
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
     # The organisations served (remote/organizations.py); None: every one, as `*` says; empty: not said, which only
     # loopback accepts (cli.require_allowed_orgs)
@@ -153,6 +155,8 @@ class RemoteSettings:
                                                     DEFAULT_TOKEN_CHECKS_PER_ADDRESS, minimum=1),
             token_checks_total=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL", int,
                                               DEFAULT_TOKEN_CHECKS_TOTAL, minimum=1),
+            requests_per_token=number_setting(env, "AGENT_AUTOMATION_REQUESTS_PER_TOKEN", int,
+                                              DEFAULT_REQUESTS_PER_TOKEN, minimum=1),
             trusted_proxies=parse_list(first_set(env, "AGENT_AUTOMATION_TRUSTED_PROXIES")),
             allowed_orgs=parse_org_ids(first_set(env, "AGENT_AUTOMATION_ALLOWED_ORGS")),
             public_url=first_set(env, "AGENT_AUTOMATION_PUBLIC_URL"),

@@ -2,20 +2,19 @@
 
 Off (the default) nothing more is imported or started, and every function here returns at once: no span is
 made, not even the API's no-op one. On (`start`), the SDK exports over OTLP, HTTP with protobuf, from a batch
-thread. A request's trace holds our `/mcp` span (remote only), the gate's with its token check, the SDK's span
-for the MCP method (`mcp.server._otel`, which finds the provider through the API's global), and inside it ours
-for a wait for the tenant's slot, each pacing wait, each upstream request and the confirmation. No span holds a
+thread, every span bounded and sampled as `trace_provider` says. A request's trace holds our `/mcp` span (remote
+only), the gate's with its token check, the SDK's span for the MCP method (`mcp.server._otel`, which finds the
+provider through the API's global), and inside it ours for a wait for the tenant's slot, each pacing wait, each
+upstream request and the confirmation. No span holds a
 token, a query's values, a body or an exception's message; the tenant is named by `logs.tenant_id`'s HMAC only.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -28,7 +27,7 @@ from . import __version__
 from .logs import PROG
 
 if TYPE_CHECKING:
-    from starlette.types import Message, Receive, Scope
+    from starlette.types import Scope
 
 PROTOCOL: Final = "http/protobuf"  # the exporter without grpcio: requests and protobuf, which a few spans a call need
 DEFAULT_ENDPOINT: Final = "http://localhost:4318"  # the specification's default for OTLP over HTTP
@@ -67,8 +66,8 @@ def start() -> str | None:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from .trace_provider import tracer_provider
     except ImportError:
         raise ValueError("traces are asked for (OTEL_* variables), but the OpenTelemetry SDK is not installed: "
                          "pip install 'agent-automation-mcp[otel]', or unset them") from None
@@ -76,8 +75,7 @@ def start() -> str | None:
     ours = {SERVICE_NAME: PROG} if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service") else {}
     if SERVICE_VERSION not in resource.attributes:
         ours[SERVICE_VERSION] = __version__
-    provider = TracerProvider(resource=resource.merge(Resource(ours)))  # the sampler from OTEL_TRACES_SAMPLER
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_*, OTEL_BSP_*
+    provider = tracer_provider(resource.merge(Resource(ours)), OTLPSpanExporter())  # OTEL_EXPORTER_OTLP_*
     trace.set_tracer_provider(provider)
     _tracer = provider.get_tracer(__name__, __version__)
     where = urlsplit(endpoint or DEFAULT_ENDPOINT)  # named without any user or password it may hold
@@ -184,48 +182,16 @@ def upstream_answered(span: Span | None, status: int | None, outcome: str) -> No
 
 # A request to `/mcp`: its span is the trace's first of ours.
 
-MAX_META_BYTES: Final = 65_536  # a `_meta.traceparent` is looked for in a body this long at most
-
-
-async def incoming(scope: Scope, receive: Receive) -> tuple[Receive, Context | None]:
+def incoming(scope: Scope, meta: Mapping[str, Any] | None) -> Context | None:
     """The caller's trace context: W3C `traceparent` as an HTTP header, else in the JSON-RPC request's
-    `params._meta` (where MCP clients put it, the SDK's own included). Reading the body for it means reading
-    it before the gate (bounded, and only when tracing is on); `receive` is replaced by one that hands the SDK
-    the same messages."""
+    `params._meta` (where MCP clients put it, the SDK's own included), as the request's one reading of its body
+    found it (remote/rpc_request.py)."""
     if _tracer is None:
-        return receive, None
+        return None
     carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", ())
                if name in (b"traceparent", b"tracestate")}
-    if "traceparent" in carrier or scope.get("method") != "POST":
-        return receive, (_W3C.extract(carrier) if carrier else None)
-    read: deque[Message] = deque()
-    size = 0
-    while size <= MAX_META_BYTES:
-        message = await receive()
-        read.append(message)
-        size += len(message.get("body", b""))
-        if message["type"] != "http.request" or not message.get("more_body"):
-            break
-    body = b"".join(message.get("body", b"") for message in read)
-
-    async def replaying() -> Message:
-        return read.popleft() if read else await receive()
-
-    return replaying, _meta_context(body)
-
-
-def _meta_context(body: bytes) -> Context | None:
-    if b"traceparent" not in body:
-        return None
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if not isinstance(meta, dict):
-        return None
-    carrier = {key: meta[key] for key in ("traceparent", "tracestate") if isinstance(meta.get(key), str)}
+    if "traceparent" not in carrier and meta is not None:
+        carrier = {key: meta[key] for key in ("traceparent", "tracestate") if isinstance(meta.get(key), str)}
     return _W3C.extract(carrier) if "traceparent" in carrier else None
 
 

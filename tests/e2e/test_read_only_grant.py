@@ -95,3 +95,16 @@ async def test_a_full_grant_still_lists_and_calls_what_writes(server: HttpServer
     async with tenant_client(server.url, "legacy", authorization=f"Bearer {writer['access_token']}") as client:
         assert "delete_webhook" in {tool.name for tool in (await client.list_tools()).tools}
         assert not (await client.call_tool("delete_webhook", {})).is_error
+
+
+def test_a_legacy_request_cannot_name_a_read_in_its_headers_and_write_in_its_body(server: HttpServer,
+                                                                                  sandbox: SandboxServer) -> None:
+    """The SDK checks `Mcp-Method`/`Mcp-Name` against the body in the 2026-07-28 era only: a 2025-11-25 request's
+    headers are the client's word, and the gate once took it over the body."""
+    reader = signed_in(RawFlow(server.origin), access="read")
+    before = len([r for r in sandbox.request_log if r.operation == "delete_webhook"])
+    lying = httpx2.post(server.url, json=LEGACY_CALL, timeout=30, headers={
+        "authorization": f"Bearer {reader['access_token']}", "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25", "mcp-method": "tools/call", "mcp-name": "list_models"})
+    assert lying.status_code == 403 and "granted reading only" in lying.json()["error"]["message"]
+    assert len([r for r in sandbox.request_log if r.operation == "delete_webhook"]) == before

@@ -213,10 +213,11 @@ def test_every_signin_request_writes_one_access_line_that_holds_no_secret(fleet:
     assert not [value for value in secrets_sent if value in text]
 
 
-def test_a_trusted_proxy_that_passes_the_clients_header_on_is_detected_and_then_not_believed(
+def test_a_trusted_proxy_that_passes_the_clients_header_on_is_detected_and_latches_nothing(
         sandbox: SandboxServer) -> None:
     """The replica trusts 127.0.0.1, and the test, calling it directly, plays a proxy that forwards the client's
-    own X-Forwarded-For untouched."""
+    own X-Forwarded-For untouched: the request without one is the proxy's own and is logged; the next client is
+    read as ever (a latch once took every later client for the proxy, one budget for all, until a restart)."""
     server = HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_LOG_FORMAT="json",
                                   AGENT_AUTOMATION_TRUSTED_PROXIES="127.0.0.1"), "--auth", "request")
     try:
@@ -226,6 +227,6 @@ def test_a_trusted_proxy_that_passes_the_clients_header_on_is_detected_and_then_
         stderr = server.stop()
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     clients = [line["client"] for line in lines if line.get("event") == "access"]
-    assert clients == ["198.51.100.7", "127.0.0.1", "127.0.0.1"]  # believed until the proxy showed itself
+    assert clients == ["198.51.100.7", "127.0.0.1", "198.51.100.8"]
     assert any(line["event"] == "proxy_not_forwarding" and "does not set the header" in line["message"]
                for line in lines if line["level"] == "error")

@@ -33,6 +33,9 @@ TRACEPARENT: Final = f"00-{TRACE_ID}-{CALLER_SPAN}-01"
 META_TRACE, META_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 SLOT_TRACE: Final = "5b8efff798038103d269b633813fc60c"
 LOCAL_TRACE: Final = "7d3c1a9e5f2b4c6d8e0f1a2b3c4d5e6f"
+FLOOD_TRACE: Final = "1e2d3c4b5a69788796a5b4c3d2e1f001"
+UNSAMPLED_TRACE: Final = "2f3e4d5c6b7a8998a7b6c5d4e3f20102"
+LONG: Final = 100_000  # characters of a tool name and of an id: far past any, well within the body cap
 
 
 @pytest.fixture(scope="module")
@@ -206,6 +209,53 @@ async def test_a_pacing_wait_says_local_while_redis_is_down(traced: HttpServer, 
     (call,) = [span for span in spans if span.name == "tools/call list_agent_runs" and span.trace_id == LOCAL_TRACE]
     waits = [span for span in spans if span.name == "pacing wait" and span.parent_id == call.span_id]
     assert waits and all(span.attributes["agent_automation.pacing.ledger"] == "local" for span in waits)
+
+
+def raw_call(url: str, body: bytes | dict[str, Any], **headers: str) -> httpx2.Response:
+    sent = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json",
+            "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25", **headers}
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx2.post(url, content=content, headers={k: v for k, v in sent.items() if v}, timeout=30)
+
+
+def test_a_flood_of_huge_tool_names_and_ids_is_refused_and_no_span_holds_them(
+        traced: HttpServer, receiver: OtlpReceiver) -> None:
+    """100 such calls once took a replica from 100 MB to 970 MB: the SDK named its span after the tool as sent, put
+    the id in an attribute and the name again in the status, and the exporter's batch grew to 184 MB."""
+    huge = {"jsonrpc": "2.0", "id": "7" * LONG, "method": "tools/call",
+            "params": {"name": "x" * LONG, "arguments": {}}}
+    answers = [raw_call(traced.url, message, traceparent=f"00-{FLOOD_TRACE}-{CALLER_SPAN}-01") for message in (
+        huge, {**huge, "id": 1}, {**huge, "params": {"name": "list_models", "arguments": {}}})]
+    for answer in answers:
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["kind"] == "bad_request" and error["data"]["hint"]
+    assert "the tool name is 100,000 characters long" in answers[1].json()["error"]["data"]["message"]
+    assert "the JSON-RPC id is 100,000 characters long" in answers[2].json()["error"]["data"]["message"]
+    spans = receiver.wait_for(lambda got: sum(s.name == "POST /mcp" and s.trace_id == FLOOD_TRACE for s in got) == 3)
+    mine = [span for span in spans if span.trace_id == FLOOD_TRACE]
+    assert sorted({span.name for span in mine}) == ["POST /mcp", "gate"]  # the SDK never saw them
+    assert all(span.attributes.get("agent_automation.gate.status") == 400 for span in mine if span.name == "gate")
+    assert not any(b"x" * 1000 in body or b"7" * 1000 in body for body in receiver.exports)
+
+
+def test_a_callers_sampled_flag_decides_nothing_its_trace_id_is_kept(traced: HttpServer,
+                                                                    receiver: OtlpReceiver) -> None:
+    """The server samples every trace here (parentbased_always_on); a caller's `-00` once switched it off, as its
+    `-01` switched on a server that samples few."""
+    answer = raw_call(traced.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                   "params": {"name": "list_models", "arguments": {}}},
+                      traceparent=f"00-{UNSAMPLED_TRACE}-{CALLER_SPAN}-00")
+    assert answer.status_code == 200
+    spans = receiver.wait_for(whole(UNSAMPLED_TRACE, CALLER_SPAN, "tools/call list_models"))
+    request = one(spans, "POST /mcp", trace_id=UNSAMPLED_TRACE)
+    assert request.parent_id == CALLER_SPAN
+
+
+def test_a_strangers_nested_body_that_mentions_traceparent_is_refused_not_a_500(traced: HttpServer) -> None:
+    answer = raw_call(traced.url, b"[" * 100_000 + b'{"traceparent": 1}', authorization="")
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["error"]["kind"] == "unauthorized"
 
 
 def test_access_lines_lead_to_their_traces(traced: HttpServer, receiver: OtlpReceiver) -> None:

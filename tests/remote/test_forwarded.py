@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -44,13 +45,20 @@ async def test_the_client_is_the_first_address_from_the_right_that_no_trusted_pr
 
 
 @pytest.mark.anyio
-async def test_a_trusted_proxy_that_sends_no_header_is_not_believed_after_but_probes_do_not_count() -> None:
+async def test_a_request_without_the_header_is_the_proxys_own_and_latches_nothing(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """One request without X-Forwarded-For (a probe on the wrong path, a curl from inside the trusted network) once
+    made the replica take every later client for the proxy, one budget for all, until it restarted."""
     middleware = _middleware()
     assert await _client(middleware, "192.0.2.1", path="/readyz") == "192.0.2.1"
-    assert await _client(middleware, "192.0.2.1", "198.51.100.1") == "198.51.100.1"  # still believed
-    assert await _client(middleware, "192.0.2.1") == "192.0.2.1"  # no header on /mcp: it does not set it
-    assert await _client(middleware, "192.0.2.1", "198.51.100.2") == "192.0.2.1"  # from then on
-    assert await _client(middleware, "10.1.1.1", "198.51.100.3") == "198.51.100.3"  # another proxy is not
+    assert await _client(middleware, "192.0.2.1", "198.51.100.1") == "198.51.100.1"
+    with caplog.at_level(logging.ERROR, logger="agent_automation_mcp.remote.forwarded"):
+        assert await _client(middleware, "192.0.2.1") == "192.0.2.1"  # no header on /mcp: the proxy's own request
+        assert await _client(middleware, "192.0.2.1") == "192.0.2.1"
+    assert await _client(middleware, "192.0.2.1", "198.51.100.2") == "198.51.100.2"  # the next client is itself
+    assert await _client(middleware, "10.1.1.1", "198.51.100.3") == "198.51.100.3"
+    (said,) = [record for record in caplog.records if getattr(record, "event", None) == "proxy_not_forwarding"]
+    assert "192.0.2.1" in said.getMessage()  # once a minute at most, naming the proxy
 
 
 def test_a_trusted_proxy_must_be_an_address_or_a_network() -> None:

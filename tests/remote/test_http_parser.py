@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import platform
-import socket
 import sys
 
 import anyio
 import httpx2
 import pytest
-import uvicorn
+from served_app import served
 from starlette.types import Receive, Scope, Send
 
 from agent_automation_mcp.remote import header_deadline
@@ -37,16 +36,7 @@ async def hello(scope: Scope, receive: Receive, send: Send) -> None:
 @pytest.mark.skipif(not CPYTHON, reason="httptools is a dependency on CPython")
 async def test_half_sent_requests_are_closed_and_whole_ones_served(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(header_deadline, "HEADER_SECONDS", 0.3)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(hello, host="127.0.0.1", port=port, http=http_protocol(),
-                                           log_config=None, access_log=False, lifespan="off"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.02)
+    async with served(hello) as port:
         silent = await anyio.connect_tcp("127.0.0.1", port)  # opens and sends nothing
         half = await anyio.connect_tcp("127.0.0.1", port)
         await half.send(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl")  # never finishes
@@ -59,4 +49,3 @@ async def test_half_sent_requests_are_closed_and_whole_ones_served(monkeypatch: 
             assert (await http.get(f"http://127.0.0.1:{port}/")).text == "ok"
         await half.aclose()
         await silent.aclose()
-        server.should_exit = True

@@ -3,7 +3,8 @@
 The line names the request (its id, echoed in `X-Request-Id`), what it asked (the JSON-RPC method and the
 tool), how it ended (the tool's outcome or the refusal's reason, the HTTP status), how long it took and who
 asked (the tenant by `logs.tenant_id`, never the token or its plain hash). It wraps the gate, so refusals
-are logged and counted too.
+are logged and counted too, and reads a POST's body first (`rpc_request`), for the gate, the trace context and the
+line alike.
 """
 
 from __future__ import annotations
@@ -27,19 +28,20 @@ from .. import logs, tracing
 from ..api.credentials import Credentials
 from ..headers import bearer_token
 from .metrics import Metrics
+from .refusals import respond
+from .rpc_request import BODY_TOO_SLOW, RpcRequest, read_body, read_request
 
 logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER: Final = "x-request-id"
 REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # a caller's or balancer's id is kept when it is sane
-MAX_NAME_CHARS: Final = 64  # a method or tool name from a request body, as the line quotes it
 # Why a request was refused, by HTTP status (401 is split by whether a token was sent and refused).
 MAX_ERROR_BODY_BYTES: Final = 4096  # of a sign-in endpoint's JSON error, read for its `error` code
 OAUTH_ERROR: Final = re.compile(r"[a-z_]{1,40}")  # an OAuth error code (RFC 6749 5.2, 7591 3.2.2), as a reason
 SIGNIN_REASONS: Final[Mapping[str, str]] = {"too_many_requests": "rate_limited",
                                             "temporarily_unavailable": "unavailable"}
 REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "origin", 405: "method_not_allowed",
-                                     406: "not_acceptable",
+                                     406: "not_acceptable", 408: "body_too_slow",
                                      413: "body_too_large", 421: "host", 429: "rate_limited", 503: "unavailable"}
 
 
@@ -78,18 +80,14 @@ class AccessLog:
         headers = Headers(scope=scope)
         given = headers.get(REQUEST_ID_HEADER, "")
         rid = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-        # The 2026-07-28 era names the method in a header the SDK checks against the body; a legacy request only in
-        # its body, which is then kept as the SDK reads it (and only when the line is written at all).
-        receive, parent = await tracing.incoming(scope, receive)  # a caller's trace context, when tracing
-        keep_body = "mcp-method" not in headers and logger.isEnabledFor(logging.INFO)
-        body = bytearray()
+        read_in_time = True
+        if scope["method"] == "POST":  # read once here for the gate, the trace context and this line
+            replaying = await read_body(scope, receive, self.max_body_bytes)
+            read_in_time = replaying is not None
+            receive = replaying or receive
+        request = read_request(scope)
+        parent = tracing.incoming(scope, request.meta if request is not None else None)
         response: dict[str, Any] = {"status": 500, "token_refused": False}
-
-        async def receiving() -> Message:
-            message = await receive()
-            if keep_body and message["type"] == "http.request" and len(body) < self.max_body_bytes:
-                body.extend(message.get("body", b"")[:self.max_body_bytes - len(body)])
-            return message
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -104,14 +102,17 @@ class AccessLog:
         call_token = _current_call.set(call)
         with tracing.serving(scope, parent) as span:
             try:
-                await self.app(scope, receiving, sending)
+                if read_in_time:
+                    await self.app(scope, receive, sending)
+                else:
+                    await respond(sending, BODY_TOO_SLOW)
             finally:
                 _current_call.reset(call_token)
-                self._record(scope, headers, bytes(body), call, response, time.monotonic() - started, span)
+                self._record(scope, headers, request, call, response, time.monotonic() - started, span)
                 logs.request_id.reset(rid_token)
 
-    def _record(self, scope: Scope, headers: Headers, body: bytes, call: _Call, response: Mapping[str, Any],
-                seconds: float, span: Span | None) -> None:
+    def _record(self, scope: Scope, headers: Headers, request: RpcRequest | None, call: _Call,
+                response: Mapping[str, Any], seconds: float, span: Span | None) -> None:
         status: int = response["status"]
         reason = None
         if 400 <= status < 500 or status == 503:
@@ -125,11 +126,7 @@ class AccessLog:
         tracing.served(span, status, logs.request_id.get() or "", tenant)
         if not logging_it:
             return
-        if "mcp-method" in headers:  # the client named it: no need to read the body
-            method = headers["mcp-method"][:MAX_NAME_CHARS]
-            named_tool = headers.get("mcp-name", "")[:MAX_NAME_CHARS] if method == "tools/call" else None
-        else:
-            method, named_tool = rpc_names(body)
+        method, named_tool = request.quoted() if request is not None else (None, None)
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
         client = scope.get("client")
@@ -227,21 +224,3 @@ class AccessMetrics(Metrics):
         if call is not None:
             call.tool, call.outcome = tool, outcome
 
-
-def rpc_names(body: bytes) -> tuple[str | None, str | None]:
-    """The JSON-RPC method and, for a tool call, the tool's name, as the body says (quoted short, as a line does)."""
-    if not body:
-        return None, None
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth (`[[[[...`)
-        return "unreadable", None
-    if isinstance(message, list):
-        return "batch", None
-    if not isinstance(message, dict):
-        return "unreadable", None
-    method = message.get("method")
-    params = message.get("params")
-    name = params.get("name") if isinstance(params, dict) and method == "tools/call" else None
-    return (str(method)[:MAX_NAME_CHARS] if method is not None else "response",
-            str(name)[:MAX_NAME_CHARS] if name is not None else None)

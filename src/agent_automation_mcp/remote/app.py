@@ -24,7 +24,7 @@ from ..server import AgentAutomationServer
 from .access import AccessLog
 from .budgets import AddressBudgets
 from .connections import OpenConnections
-from .gate import Lifecycle, McpGate
+from .gate import Lifecycle, McpGate, token_requests_budget
 from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
 from .organizations import AllowedOrganizations
@@ -44,7 +44,8 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     metrics.expect((spec.name for spec in server.tool_specs), server.api_settings.rate_limits,
                    sign_in=remote.auth == "oauth")
     budgets = AddressBudgets(server.shared, [strangers_budget(remote.token_checks_per_address,
-                                                               remote.token_checks_total)])
+                                                               remote.token_checks_total),
+                                              token_requests_budget(remote.requests_per_token)])
     sign_in = None
     if remote.auth == "oauth":
         from .oauth import SignIn
@@ -53,7 +54,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                                        lambda: server.state.transport if server.state is not None else None, metrics)
     verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
-                   verdicts=verdicts, sign_in=sign_in, max_body_bytes=remote.max_body_bytes)
+                   verdicts=verdicts, sign_in=sign_in, budgets=budgets, max_body_bytes=remote.max_body_bytes)
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
 
     async def healthz(request: Request) -> Response:

@@ -13,6 +13,8 @@ The purposes (`remote/app.py` and `remote/oauth/signin.py` name them and their s
   become an unbounded stream of requests from this server's address;
 - `register`, `authorize`, `token`, `revoke`: the sign-in endpoints. A request that carries a live code or refresh
   token spends nothing (only its holder has one), so junk cannot stop a real refresh.
+- `requests_per_token`: an accepted token's task and completion requests (`gate.py`); its key is the token's hash
+  where the others' is an address.
 """
 
 from __future__ import annotations

@@ -8,15 +8,18 @@ and never count.
 
 A proxy that is trusted but passes the header on untouched would let every client pick its address. It shows
 itself: a request the client sent without the header arrives without one (a proxy that sets or appends always
-sends one; the probes of `PROBES`, which balancers and the kubelet send as themselves, do not count). From then
-on this replica believes nothing that proxy forwards (its clients share the proxy's own address, so one budget:
-never more than the budgets allow) and logs an error naming the fix.
+sends one; the probes of `PROBES`, which balancers and the kubelet send as themselves, do not count). Such a
+request counts as the proxy's own (its budgets), and an error naming the fix is logged, at most once a minute;
+the requests that do carry the header are read as ever. Nothing is latched: one request without the header (a
+probe on the wrong path, a colleague's curl from inside the trusted network) must not make a replica take every
+client for the proxy, one budget for all, until it restarts.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from collections.abc import Iterable
 from typing import Final
 
@@ -27,6 +30,7 @@ logger = logging.getLogger(__name__)
 FORWARDED_FOR: Final = b"x-forwarded-for"
 MAX_ENTRIES: Final = 32  # a longer list is read from its right end only
 PROBES: Final = frozenset({"/healthz", "/readyz", "/metrics"})  # asked by a balancer or the kubelet as itself
+LOG_EVERY_SECONDS: Final = 60.0  # a proxy that does not set the header is said this often at most
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -62,7 +66,7 @@ class ForwardedFor:
     def __init__(self, app: ASGIApp, trusted: Iterable[str]) -> None:
         self.app = app
         self.trusted = parse_proxies(trusted)
-        self.unfaithful: set[str] = set()  # trusted peers seen passing requests on without the header
+        self._logged_at = -LOG_EVERY_SECONDS  # when a request without the header was last logged
 
     def _trusts(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
         return address is not None and any(address in network for network in self.trusted)
@@ -74,17 +78,12 @@ class ForwardedFor:
 
     def _locate(self, scope: Scope) -> None:
         peer = scope.get("client")
-        if not peer or not self._trusts(_address(peer[0])) or peer[0] in self.unfaithful:
+        if not peer or not self._trusts(_address(peer[0])):
             return
         values = [value.decode("latin-1") for name, value in scope["headers"] if name == FORWARDED_FOR]
         if not values:
-            if scope["path"] in PROBES:
-                return
-            self.unfaithful.add(peer[0])
-            logger.error("the trusted proxy %s sent a request without X-Forwarded-For: it does not set the header, so "
-                         "a client could choose its own address. Its clients now share its address here; make it "
-                         "set X-Forwarded-For (manifests/haproxy/haproxy.cfg does) or stop trusting it "
-                         "(AGENT_AUTOMATION_TRUSTED_PROXIES)", peer[0], extra={"event": "proxy_not_forwarding"})
+            if scope["path"] not in PROBES:
+                self._not_forwarding(peer[0])
             return
         entries = ",".join(values).split(",")[-MAX_ENTRIES:]
         client = peer[0]
@@ -96,3 +95,13 @@ class ForwardedFor:
             if not self._trusts(address):
                 break
         scope["client"] = (client, 0)
+
+    def _not_forwarding(self, proxy: str) -> None:
+        now = time.monotonic()
+        if now - self._logged_at < LOG_EVERY_SECONDS:
+            return
+        self._logged_at = now
+        logger.error("the trusted proxy %s sent a request without X-Forwarded-For: if it does not set the header, a "
+                     "client could choose its own address. Such requests count as the proxy's own; make it set "
+                     "X-Forwarded-For (manifests/haproxy/haproxy.cfg does) or stop trusting it "
+                     "(AGENT_AUTOMATION_TRUSTED_PROXIES)", proxy, extra={"event": "proxy_not_forwarding"})

@@ -1,4 +1,5 @@
-"""What every request to `/mcp` passes before the MCP SDK sees it: Host and Origin, draining, headers, the token.
+"""What every request to `/mcp` passes before the MCP SDK sees it: Host and Origin, draining, a body that names
+nothing longer than the server knows, headers, the token, and the token's budget of task and completion requests.
 
 Answers in the one error shape (`{"error": {"kind", "status", "message", "hint"}}`) so a person reading a
 refusal in a client's log knows what to send instead.
@@ -6,25 +7,26 @@ refusal in a client's log knows what to send instead.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import tracing
-from ..config import DEFAULT_MAX_BODY_BYTES
+from ..api.credentials import Credentials
+from ..config import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUESTS_PER_TOKEN
 from ..headers import HeaderError, bearer_token, organization_id
+from ..prompts import PROMPTS
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
-from .access import rpc_names
-from .budgets import OverBudget
+from .access import note_reason
+from .budgets import AddressBudgets, Budget, OverBudget
 from .hosts import HostPolicy
 from .organizations import served_organization
-from .refusals import Refused, error_body
+from .refusals import Refused, error_body, respond
+from .rpc_request import read_request
 from .scopes import READ_ONLY_GRANT
 from .verdicts import TokenVerdicts
 
@@ -40,6 +42,20 @@ TOKEN_HINT: Final = ("Send Authorization: Bearer <your Codegen API token> (from 
 DRAINING_MESSAGE: Final = "this replica is shutting down; the request reached no tool"
 DRAINING_HINT: Final = ("Send the same request again: nothing was done, and another replica will serve it (a load "
                         "balancer may do so itself: manifests/haproxy).")
+
+
+OVERLONG: Final = "overlong"  # the refusal's reason: a method, name or id longer than any this server knows
+# Task requests and completions: each is cheap and reads shared state or the service for the token (a run's status,
+# its repositories), and nothing else bounds how many one token sends (tool calls wait for --max-tenant-calls; what
+# is answered from memory, such as tools/list, costs a little CPU). This budget does, per token, shared by the
+# replicas. Prefixes of the methods it counts:
+BUDGETED_METHODS: Final = ("tasks/", "completion/")
+TOKEN_REQUESTS: Final = "requests_per_token"
+
+
+def token_requests_budget(per_token: int = DEFAULT_REQUESTS_PER_TOKEN) -> Budget:
+    """Task and completion requests per token (its hash is the budget's key), per minute."""
+    return Budget(TOKEN_REQUESTS, per_token)
 
 
 LISTEN_MESSAGE: Final = "this server is stateless: it never sends anything on a listening GET stream"
@@ -65,14 +81,17 @@ class McpGate:
 
     def __init__(self, app: ASGIApp, server: AgentAutomationServer, policy: HostPolicy, lifecycle: Lifecycle, *,
                  per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                 budgets: AddressBudgets | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.app = app
         self.server = server
         self.policy = policy
         self.lifecycle = lifecycle
         self.per_request_auth = per_request_auth
         self.verdicts = verdicts or TokenVerdicts()
+        self.budgets = budgets or AddressBudgets(server.shared, [token_requests_budget()])  # TOKEN_REQUESTS'
         self.max_body_bytes = max_body_bytes
+        self.longest_name = max(len(name) for name in (*(spec.name for spec in server.tool_specs),
+                                                       *(prompt.name for prompt in PROMPTS)))
         self.sign_in = sign_in  # --auth oauth: our access tokens, and 401s that point at the sign-in metadata
         self.realm = sign_in.challenge if sign_in is not None else REALM
         self.refused_realm = f'{sign_in.challenge}, error="invalid_token"' if sign_in is not None else REFUSED_REALM
@@ -85,16 +104,35 @@ class McpGate:
         try:
             with tracing.span("gate") as span:
                 refusal = await self._refusal(Headers(scope=scope), scope)
+                if refusal is None and self.per_request_auth:
+                    refusal = await self._over_token_budget(scope)
                 if refusal is None and scope.get("state", {}).get(READ_ONLY_GRANT):
-                    refusal, receive = await self._read_only_refusal(scope, receive)
+                    refusal = self._read_only_refusal(scope)
                 tracing.note(span, {"agent_automation.gate.status": refusal[0] if refusal is not None else 200})
             if refusal is not None:
-                status, body, extra = refusal
-                await _respond(send, status, body, extra)
+                await respond(send, refusal)
             else:
                 await self.app(scope, receive, self._closing_when_draining(send))
         finally:
             self.lifecycle.in_flight -= 1
+
+    async def _over_token_budget(self, scope: Scope) -> Refused | None:
+        """429 for a task or completion request past its token's budget (after the sign-in, whose grant's service
+        token is the request's token by then)."""
+        request = read_request(scope)
+        method = request.method if request is not None else None
+        token = bearer_token(Headers(scope=scope))
+        if method is None or not method.startswith(BUDGETED_METHODS) or token is None:
+            return None
+        try:
+            await self.budgets.spend(TOKEN_REQUESTS, Credentials(token).token_key)
+        except OverBudget as exc:
+            note_reason(TOKEN_REQUESTS)
+            limit = self.budgets.budgets[TOKEN_REQUESTS].per_address
+            return _too_many(exc, f"this API token sent {limit} task and completion requests in the last minute, as "
+                             "many as this server takes from one token", "Poll tasks less often; send this request "
+                             "again after retry_after_seconds (tool calls are not refused for this).")
+        return None
 
     def _closing_when_draining(self, send: Send) -> Send:
         """An answer given while the replica drains closes its connection, so no balancer reuses it for more."""
@@ -105,30 +143,18 @@ class McpGate:
             await send(message)
         return sending
 
-    async def _read_only_refusal(self, scope: Scope, receive: Receive) -> tuple[Refused | None, Receive]:
+    def _read_only_refusal(self, scope: Scope) -> Refused | None:
         """For a read-only sign-in: 403 `insufficient_scope` for a call of a tool that writes (which its list did
-        not show), before it runs; else the request, its body read here and handed on unchanged."""
-        messages: list[Message] = []
-        size = 0
-        while size <= self.max_body_bytes:  # past it the SDK answers 413: nothing to look at
-            message = await receive()
-            messages.append(message)
-            size += len(message.get("body", b""))
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
-        replay = iter(messages)
-
-        async def replaying() -> Message:
-            return next(replay, None) or await receive()
-
-        tool = _called_tool(Headers(scope=scope), b"".join(m.get("body", b"") for m in messages))
+        not show), before it runs."""
+        request = read_request(scope)
+        tool = request.called_tool if request is not None else None
         spec = next((spec for spec in self.server.tool_specs if spec.name == tool), None)
         if spec is None or spec.read_only:
-            return None, replaying
+            return None
         message = f"{tool} changes things, and this sign-in was granted reading only"
         return (403, error_body("forbidden", 403, message, "Sign in again without 'Read only' on the consent page "
                                 "to let this app make changes."),
-                {"WWW-Authenticate": f'{self.realm}, error="insufficient_scope"'}), replaying
+                {"WWW-Authenticate": f'{self.realm}, error="insufficient_scope"'})
 
     async def _refusal(self, headers: Headers, scope: Scope) -> Refused | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
@@ -146,6 +172,11 @@ class McpGate:
                 "this replica is starting; the request reached no tool", "Send the request again; another replica "
                 "(or this one, once started) will serve it.")
             return 503, error_body("unavailable", 503, message, hint), {"Retry-After": "1", "Connection": "close"}
+        request = read_request(scope)
+        overlong = request.overlong(self.longest_name) if request is not None else None
+        if overlong is not None:  # before the token: a stranger's flood is refused as cheaply as can be
+            note_reason(OVERLONG)
+            return 400, error_body("bad_request", 400, *overlong), {}
         try:
             narrowed(self.server.server_settings, headers)
             if self.per_request_auth:
@@ -167,11 +198,10 @@ class McpGate:
                 return await self.sign_in.admit(scope, token, transport, self.verdicts, address)
             verdict = await self.verdicts.verdict(transport, token, address)
         except OverBudget as exc:
-            wait = max(1, math.ceil(exc.retry_after))
-            return 429, error_body("rate_limited", 429, "too many unknown API tokens from this address (or from "
-                                   "everyone) were checked with the service in the last minute; this one was not "
-                                   "checked yet", "Send a valid API token; if it is yours, send the request again "
-                                   "after retry_after_seconds.", retry_after=wait), {"Retry-After": str(wait)}
+            return _too_many(exc, "too many unknown API tokens from this address (or from everyone) were checked "
+                             "with the service in the last minute; this one was not checked yet",
+                             "Send a valid API token; if it is yours, send the request again after "
+                             "retry_after_seconds.")
         if not verdict.accepted:
             return 401, error_body("unauthorized", 401, "the service refused this API token (invalid or revoked)",
                                    "Create a new token at https://codegen.com/token and send it as "
@@ -179,16 +209,6 @@ class McpGate:
         return served_organization(scope, headers, verdict.served, self.verdicts.organizations)
 
 
-def _called_tool(headers: Headers, body: bytes) -> str | None:
-    """The tool a `tools/call` request names (the 2026-07-28 era says it in `Mcp-Name` too), or None."""
-    if headers.get("mcp-method") == "tools/call":
-        return headers.get("mcp-name")
-    return rpc_names(body)[1]
-
-
-async def _respond(send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str]) -> None:
-    payload = json.dumps(body).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-           *((name.lower().encode(), value.encode()) for name, value in headers.items())]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": payload})
+def _too_many(exc: OverBudget, message: str, hint: str) -> Refused:
+    wait = max(1, math.ceil(exc.retry_after))
+    return 429, error_body("rate_limited", 429, message, hint, retry_after=wait), {"Retry-After": str(wait)}

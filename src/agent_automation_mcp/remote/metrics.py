@@ -63,8 +63,8 @@ class Metrics:
         self.refused = Counter(
             "agent_automation_http_refused",
             "/mcp requests refused before or by the MCP SDK, by HTTP status and reason (no_token, token_refused, "
-            "origin, host, body_too_large, rate_limited, unavailable, bad_request, not_acceptable, "
-            "method_not_allowed, other).",
+            "origin, host, body_too_large, body_too_slow, overlong, rate_limited, requests_per_token, unavailable, "
+            "bad_request, not_acceptable, method_not_allowed, other).",
             ("status", "reason"), registry=self.registry)
         self.token_checks = Counter(
             "agent_automation_token_checks",

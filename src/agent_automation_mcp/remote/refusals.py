@@ -10,15 +10,18 @@ what to do, when to try again), and the one error shape's fields (`kind`, `statu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final
+
+from starlette.types import Send
 
 Refused = tuple[int, dict[str, Any], Mapping[str, str]]
 
 # JSON-RPC codes by HTTP status: the implementation-defined server range (-32000 to -32099), except a malformed
 # request, which JSON-RPC names itself.
-RPC_CODES: Final[Mapping[int, int]] = {400: -32600, 401: -32001, 403: -32003, 405: -32005, 421: -32021,
-                                       429: -32029, 503: -32053}
+RPC_CODES: Final[Mapping[int, int]] = {400: -32600, 401: -32001, 403: -32003, 405: -32005, 408: -32008,
+                                       421: -32021, 429: -32029, 503: -32053}
 
 
 def error_body(kind: str, status: int, message: str, hint: str, *,
@@ -33,3 +36,12 @@ def error_body(kind: str, status: int, message: str, hint: str, *,
     # id null: refused before the body was read; the SDK clients answer the request they sent with it.
     return {"jsonrpc": "2.0", "id": None,
             "error": {"code": RPC_CODES.get(status, -32000), **shape, "message": shown, "data": shape}}
+
+
+async def respond(send: Send, refused: Refused) -> None:
+    status, body, headers = refused
+    payload = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+           *((name.lower().encode(), value.encode()) for name, value in headers.items())]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})
