@@ -41,18 +41,22 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     server.streamable_http_app(stateless_http=True, max_request_body_size=remote.max_body_bytes,
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     manager = server.session_manager
-    budgets = AddressBudgets(server.shared, [strangers_budget(remote.token_checks_per_address,
-                                                               remote.token_checks_total)])
+    purposes = [strangers_budget(remote.token_checks_per_address, remote.token_checks_per_network,
+                                 remote.token_checks_total)]
+    if remote.auth == "oauth":
+        from .oauth import SignIn, signin_budgets
+
+        purposes += signin_budgets(remote.oauth_signins)
+    verdicts = TokenVerdicts(server.shared, AddressBudgets(server.shared, purposes),
+                             organizations=AllowedOrganizations.of(remote.allowed_orgs))
     sign_in = None
     if remote.auth == "oauth":
-        from .oauth import SignIn
-
-        sign_in = SignIn.from_settings(remote, server.shared.redis, server.shared,
+        sign_in = SignIn.from_settings(remote, server.shared.redis, verdicts,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
-    verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
                    verdicts=verdicts, sign_in=sign_in, max_body_bytes=remote.max_body_bytes)
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
+    lifecycle.on_drain.append(server.tasks.reads.end_streams)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "alive"})
