@@ -31,12 +31,13 @@ from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError
 from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
+from ..tenancy import tenant_key
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.results import label
 from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
 from .listing import MAX_TTL_MS, TaskIndex
-from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
+from .notify import MAX_TASKS_PER_STREAM, ListenObserver, RunRead, RunReads
 from .status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
@@ -68,9 +69,9 @@ class RunTasks(Extension):
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, keys: Sequence[str], store: SharedStore) -> None:
+    def __init__(self, keys: Sequence[str], store: SharedStore, observer: ListenObserver | None = None) -> None:
         self.seal = TaskSeal(keys)
-        self.reads = RunReads(store)
+        self.reads = RunReads(store, observer)
         self.status = RunStatus(store, lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
         self.index = TaskIndex(store)
         self._cancel_asked: SharedCache[bool] = SharedCache(store, "task-cancel", 10_000)
@@ -207,7 +208,7 @@ class RunTasks(Extension):
             return await self._view(ctx, task_id, record, reading, legacy=False)
 
         runs = {task_id: (record.org_id, record.run_id) for task_id, record in records.items()}
-        return await self.reads.stream(ctx, credentials.token_key, runs, view, refresh)
+        return await self.reads.stream(ctx, tenant_key(credentials), runs, view, refresh)
 
     # -- what they share ----------------------------------------------------------------------------------------
 
