@@ -903,6 +903,8 @@ def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_str
         "AgentAutomationSignInRefusals": {"agent_automation_oauth_requests_total"},
         "AgentAutomationOrgNotAllowed": {refused, "agent_automation_oauth_requests_total"},
         "AgentAutomationOpenStreams": {"agent_automation_open_streams"},
+        "AgentAutomationListenStreams": {"agent_automation_listen_streams", "agent_automation_listen_streams_limit",
+                                         "agent_automation_listen_refused_total"},
     }
     # The targets-down alert finds the replicas by the job the PodMonitor names after the pods' label.
     (monitor,) = _kustomize_kind("monitoring", "PodMonitor")
