@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx2
@@ -169,6 +170,37 @@ def haproxy_config(port: int, stats_port: int, backends: Sequence[int], health_p
         f"backend replicas\n    balance roundrobin\n    http-reuse always\n{check}{servers}\n"
         f"frontend stats\n    bind 127.0.0.1:{stats_port}\n    stats enable\n    stats uri /stats\n"
     )
+
+
+def shipped_haproxy(replicas: Sequence[ServerProcess]) -> ServerProcess:
+    """HAProxy running the shipped `manifests/haproxy/haproxy.cfg` in front of `replicas` (the tree's whose code this
+    process imports: `--before` measures another tree's config with its code), on a free port."""
+    import agent_automation_mcp
+
+    config = Path(agent_automation_mcp.__file__).resolve().parents[2] / "manifests" / "haproxy" / "haproxy.cfg"
+    port = free_port()
+    env = {"MCP_BIND": f"127.0.0.1:{port}", **{f"REPLICA_{i + 1}": f"127.0.0.1:{replica.port}"
+                                               for i, replica in enumerate(replicas)}}
+    return ServerProcess("haproxy", [HAPROXY, "-db", "-f", str(config)], port, env=env)
+
+
+def shipped_fleet(stack: ExitStack, base_url: str, rate_limits: str, *, replicas: int = 3,
+                  **settings: str) -> tuple[list[ServerProcess], ServerProcess]:
+    """A redis-server, `replicas` servers (`--auth request`, with `settings` as more AGENT_AUTOMATION_ variables)
+    sharing it, and the shipped HAProxy in front, each stopped by `stack`: the servers and the balancer (usable once
+    its health checks have seen the servers: a few seconds)."""
+    redis = redis_server()
+    stack.callback(redis.stop)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
+    env |= {"AGENT_AUTOMATION_BASE_URL": base_url, "AGENT_AUTOMATION_RATE_LIMITS": rate_limits,
+            "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", **SHARED_KEYS, **settings}
+    servers = []
+    for index in range(replicas):
+        servers.append(mcp_server(f"replica{index}", env, "--auth", "request"))
+        stack.callback(servers[-1].stop)
+    balancer = shipped_haproxy(servers)
+    stack.callback(balancer.stop)
+    return servers, balancer
 
 
 class Haproxy:

@@ -17,17 +17,15 @@ import statistics
 import sys
 import time
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
 import httpx2
-from fleet import HAPROXY, SHARED_KEYS, ServerProcess, free_port, mcp_server, redis_server
+from fleet import ServerProcess, shipped_fleet
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from report import before_and_after
 
-import agent_automation_mcp
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 STREAMS: Final = 4000
@@ -36,11 +34,6 @@ CALLS: Final = 10  # the other tenant's calls in each phase
 CALL_TIMEOUT: Final = 20.0  # seconds one call may take before it counts as failed
 RATE_LIMITS: Final = "standard=100000/30s,logs=100000/60s"
 OTHER: Final = "tok-other-tenant"
-
-
-def shipped_config() -> Path:
-    """The HAProxy config of the tree whose code runs (this process imports it from there)."""
-    return Path(agent_automation_mcp.__file__).resolve().parents[2] / "manifests" / "haproxy" / "haproxy.cfg"
 
 
 async def other_tenant_calls(url: str, org_id: int) -> dict[str, Any]:
@@ -97,21 +90,9 @@ def replicas_rss_kib(replicas: list[ServerProcess]) -> int:
 async def measure() -> dict[str, Any]:
     config = SandboxConfig(tokens=("tok-flooder", OTHER), seed=5)
     with SandboxServer(config) as sandbox, ExitStack() as stack:
-        redis = redis_server()
-        stack.callback(redis.stop)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))}
-        env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
-                "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", **SHARED_KEYS}
-        replicas = [mcp_server(f"replica{i}", env, "--auth", "request") for i in range(3)]
-        for replica in replicas:
-            stack.callback(replica.stop)
-        port = free_port()
-        haproxy_env = {"MCP_BIND": f"127.0.0.1:{port}", **{f"REPLICA_{i + 1}": f"127.0.0.1:{r.port}"
-                                                           for i, r in enumerate(replicas)}}
-        balancer = ServerProcess("haproxy", [HAPROXY, "-db", "-f", str(shipped_config())], port, env=haproxy_env)
-        stack.callback(balancer.stop)
+        replicas, balancer = shipped_fleet(stack, sandbox.url, RATE_LIMITS)
         await anyio.sleep(3)  # health checks: every replica up
-        url = f"http://127.0.0.1:{port}/mcp"
+        port, url = balancer.port, f"{balancer.url}/mcp"
         baseline = await other_tenant_calls(url, sandbox.org_id)
         rss_before = replicas_rss_kib(replicas)
         held: dict[str, int] = {"open": 0, "failed": 0}
