@@ -288,24 +288,25 @@ async def test_listen_streams_leave_redis_to_pacing_and_each_tenant_its_share(fl
     assert len(tenants) * MAX_TENANT_STREAMS > REDIS_CONNECTIONS  # past the pool's size, each tenant at its share
     pollers = {token: TaskPoller(follow=False) for token in tenants}
     replica = fleet.replica(2)
-    async with AsyncExitStack() as stack, anyio.create_task_group() as group:
+    async with AsyncExitStack() as stack:
         clients = {token: await stack.enter_async_context(http_client(replica.url, sandbox, token=token,
                                                                       extensions=[pollers[token]]))
                    for token in tenants}
-        for token, requester in clients.items():
-            task_id = await started(requester, pollers[token])
-            for _ in range(MAX_TENANT_STREAMS):  # the run's first read (working) serves every stream for 5 s
-                group.start_soon(listen, requester, [task_id])
-        for _ in range(200):
-            if sum(len(poller.notices) for poller in pollers.values()) == len(tenants) * MAX_TENANT_STREAMS:
-                break
-            await anyio.sleep(0.05)
-        await anyio.sleep(REDIS_TIMEOUT + 0.5)  # every stream quiet for longer than a Redis read may take
-        async with httpx2.AsyncClient(timeout=30) as probe:
-            ready = (await probe.get(f"{replica.origin}/readyz")).json()
-        with pytest.raises(MCPError) as refused:
-            await listen(clients[DEMO_TOKEN], [pollers[DEMO_TOKEN].handles[-1].task_id])
-        group.cancel_scope.cancel()
+        async with anyio.create_task_group() as group:
+            for token, requester in clients.items():
+                task_id = await started(requester, pollers[token])
+                for _ in range(MAX_TENANT_STREAMS):  # the run's first read (working) serves every stream for 5 s
+                    group.start_soon(listen, requester, [task_id])
+            for _ in range(200):
+                if sum(len(poller.notices) for poller in pollers.values()) == len(tenants) * MAX_TENANT_STREAMS:
+                    break
+                await anyio.sleep(0.05)
+            await anyio.sleep(REDIS_TIMEOUT + 0.5)  # every stream quiet for longer than a Redis read may take
+            async with httpx2.AsyncClient(timeout=30) as probe:
+                ready = (await probe.get(f"{replica.origin}/readyz")).json()
+            with pytest.raises(MCPError) as refused:
+                await listen(clients[DEMO_TOKEN], [pollers[DEMO_TOKEN].handles[-1].task_id])
+            group.cancel_scope.cancel()
     for poller in pollers.values():
         assert [notice.status for notice in poller.notices] == ["working"] * MAX_TENANT_STREAMS
     assert ready["redis"] == "reachable", ready
