@@ -13,8 +13,8 @@ made-up header: the company's address as the replicas see it), `--junk` anonymou
 refresh tokens, after which the person refreshes. What Redis holds (`MEMORY USAGE` of every key) is summed
 before and after the registrations.
 
-Then strangers from several networks, each client on a loopback address of its own /24 (which HAProxy passes on as
-the client's): 30 random tokens pasted on the consent page from each of 40 addresses in 4 networks; 12
+Then strangers from several networks, each a loopback /24 (HAProxy passes a client's address on as the
+client's): 30 random tokens pasted on the consent page from each of 40 addresses in 4 networks; 12
 registrations from each of 6 networks, then a colleague registers from a 7th; `--junk` random tokens at `/mcp`
 from 3 networks, then a colleague's token never seen before, from a 4th; and a colleague signs in from a 5th (the
 budgets' minute has not passed meanwhile). Loopback only; everything it starts it stops, on error too.
@@ -111,10 +111,20 @@ def from_address(address: str | None) -> httpx2.Client:
     return httpx2.Client(timeout=30, transport=transport)
 
 
+class Refused(Exception):
+    """A step of a sign-in was refused: its name and HTTP status, as the table shows them."""
+
+    def __init__(self, step: str, status: int) -> None:
+        super().__init__(f"refused at {step} ({status})")
+
+
 def consent_form(http: httpx2.Client, origin: str) -> tuple[str, str, dict[str, str]]:
     """A registration, and its consent page's form: client id, PKCE verifier, the form's hidden fields."""
-    client_id = http.post(f"{origin}/register", json={"redirect_uris": [REDIRECT_URI],
-                                                      "token_endpoint_auth_method": "none"}).json()["client_id"]
+    registered = http.post(f"{origin}/register", json={"redirect_uris": [REDIRECT_URI],
+                                                       "token_endpoint_auth_method": "none"})
+    if registered.status_code != 201:
+        raise Refused("registration", registered.status_code)
+    client_id = registered.json()["client_id"]
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     page = http.get(f"{origin}/authorize?" + urlencode({
@@ -130,6 +140,8 @@ def sign_in(origin: str, token: str = PERSON, address: str | None = None) -> tup
     with from_address(address) as http:
         client_id, verifier, fields = consent_form(http, origin)
         answer = http.post(f"{origin}/authorize", data={**fields, "token": token, "action": "approve"})
+        if "location" not in answer.headers:
+            raise Refused("consent", answer.status_code)
         code = parse_qs(urlsplit(answer.headers["location"]).query)["code"][0]
         tokens = http.post(f"{origin}/token", data={"grant_type": "authorization_code", "code": code,
                                                     "code_verifier": verifier, "client_id": client_id,
@@ -143,7 +155,7 @@ def paste(origin: str, address: str, count: int) -> Counter[str]:
     with from_address(address) as http:
         try:
             _, _, fields = consent_form(http, origin)
-        except KeyError:  # the registration was refused: no page to paste into
+        except Refused:  # no page to paste into
             return Counter({"no registration": count})
         for _ in range(count):
             page = http.post(f"{origin}/authorize", data={**fields, "token": f"tok-{secrets.token_hex(12)}",
@@ -210,8 +222,8 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
 
 
 def from_networks(figures: Figures, origin: str, log: Any, junk: int) -> None:
-    """The floods from several networks (each client on a loopback address of its own /24), and a colleague after
-    each, from a network of their own."""
+    """The floods from several networks (each a loopback /24), and a colleague after each, from a network of their
+    own."""
     asked = len(log)
     networks, addresses, pastes = PASTES
     for network in range(networks):
@@ -239,8 +251,8 @@ def from_networks(figures: Figures, origin: str, log: Any, junk: int) -> None:
     try:
         sign_in(origin, COLLEAGUES[1], "127.150.0.1")
         figures.colleague_signin = "signed in"
-    except (KeyError, ValueError) as exc:  # a refusal: no code in the redirect, or no client id
-        figures.colleague_signin = f"refused ({type(exc).__name__})"
+    except Refused as exc:
+        figures.colleague_signin = str(exc)
 
 
 def report(rows: dict[str, Figures], registrations: int, junk: int, argv: list[str] | None) -> str:
@@ -274,8 +286,8 @@ def report(rows: dict[str, Figures], registrations: int, junk: int, argv: list[s
               "after: everything, the pacing keys of the checked "
               "tokens included.",
               "",
-              f"From several networks, each client on a loopback address of its own /24: {PASTES[2]} random tokens "
-              f"pasted on the consent page from each of {PASTES[1]} addresses in {PASTES[0]} networks; "
+              f"From several networks, each a loopback /24: {PASTES[2]} random tokens pasted on the consent page "
+              f"from each of {PASTES[1]} addresses in each of {PASTES[0]} networks; "
               f"{NETWORK_REGISTRATIONS[1]} registrations from each of {NETWORK_REGISTRATIONS[0]} networks, then a "
               f"colleague's registration; {junk:,} random tokens at `/mcp` from {JUNK_NETWORKS} networks, then a "
               "colleague's token never seen before (`tools/list`); then a colleague's sign-in. Each colleague from a "

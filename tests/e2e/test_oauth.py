@@ -252,6 +252,21 @@ def test_a_service_token_revoked_at_the_service_ends_the_sign_in(sandbox: Sandbo
         sandbox.state.world.token_users[DORA] = user
 
 
+def test_a_failing_service_costs_one_check_per_pasted_token(server: HttpServer, sandbox: SandboxServer,
+                                                           flow: RawFlow) -> None:
+    """As at `/mcp`: a check the service does not answer is sent once, never again (it used to be three times)."""
+    page = flow.consent_page(flow.register(), pkce()[1])
+    failing = {"error_rate": 1.0, "operations": ["get_current_user"]}
+    assert httpx2.put(f"{sandbox.url}/_sandbox/faults", json=failing, timeout=10).status_code == 200
+    before = len(sandbox.state.request_log)
+    try:
+        again = flow.approve(page, DORA)
+    finally:
+        httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}, timeout=10)
+    assert again.status_code == 400 and "could not be asked about this token" in again.text
+    assert [record.token_hash for record in sandbox.state.request_log[before:]] == [token_hash(DORA)]
+
+
 def test_one_address_gets_a_budget_of_sign_ins(sandbox: SandboxServer) -> None:
     server = oauth_server(sandbox, AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE="1")
     try:

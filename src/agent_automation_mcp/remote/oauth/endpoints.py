@@ -4,9 +4,8 @@
 request is bounded to `MAX_BODY_BYTES` and counted against its address's budget for the endpoint (`budgets.py`;
 a token request carrying a live code or refresh token spends nothing), and writes one access line. A token pasted
 on the consent page is checked with the service only as `/mcp` checks one: from the strangers' budget unless it was
-accepted lately (`verdicts.py`). An error at
-`/authorize` before the client and its redirect URI are known goes to the person in the browser as a page,
-never to an unchecked redirect.
+accepted lately, and once, never retried (`verdicts.py`). An error at `/authorize` before the client and its
+redirect URI are known goes to the person in the browser as a page, never to an unchecked redirect.
 """
 
 from __future__ import annotations
@@ -275,7 +274,8 @@ class Endpoints:
             return Unusable("rate_limited", "Too many unknown tokens were checked from your network in the last "
                             f"minute; this one was not checked yet. Try again in {max(1, math.ceil(exc.retry_after))} "
                             "s.")
-        client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS)
+        # Sent once, as `/mcp`'s check: a retry would only add requests to a service that is failing already.
+        client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS).single_attempt()
         try:
             await client.get_current_user()
             page = await client.list_organizations(limit=100)
