@@ -135,8 +135,8 @@ def consent_form(http: httpx2.Client, origin: str) -> tuple[str, str, dict[str, 
     return client_id, verifier, fields
 
 
-def sign_in(origin: str, token: str = PERSON, address: str | None = None) -> tuple[str, str]:
-    """A client id and refresh token, through the consent page as a browser posts it, from `address`."""
+def sign_in(origin: str, token: str = PERSON, address: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A person's client id and tokens, through the consent page as a browser posts it, from `address`."""
     with from_address(address) as http:
         client_id, verifier, fields = consent_form(http, origin)
         answer = http.post(f"{origin}/authorize", data={**fields, "token": token, "action": "approve"})
@@ -146,7 +146,7 @@ def sign_in(origin: str, token: str = PERSON, address: str | None = None) -> tup
         tokens = http.post(f"{origin}/token", data={"grant_type": "authorization_code", "code": code,
                                                     "code_verifier": verifier, "client_id": client_id,
                                                     "redirect_uri": REDIRECT_URI}).json()
-    return client_id, tokens["refresh_token"]
+    return client_id, tokens
 
 
 def paste(origin: str, address: str, count: int) -> Counter[str]:
@@ -196,7 +196,8 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
                                                for i, r in enumerate(replicas)}})
         stack.callback(balancer.stop)
         time.sleep(2.5)  # HAProxy's health checks mark the replicas up
-        client_id, refresh_token = sign_in(origin)
+        client_id, tokens = sign_in(origin)
+        refresh_token = tokens["refresh_token"]
         connection = Redis.from_url(f"redis://127.0.0.1:{redis.port}/0")
         stack.callback(connection.close)
         before = stored_bytes(connection)

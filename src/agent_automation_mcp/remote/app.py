@@ -51,7 +51,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                              organizations=AllowedOrganizations.of(remote.allowed_orgs))
     sign_in = None
     if remote.auth == "oauth":
-        sign_in = SignIn.from_settings(remote, server.shared.redis, verdicts,
+        sign_in = SignIn.from_settings(remote, server.shared, verdicts,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
                    verdicts=verdicts, sign_in=sign_in, max_body_bytes=remote.max_body_bytes)

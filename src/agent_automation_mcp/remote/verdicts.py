@@ -96,16 +96,18 @@ class TokenVerdicts:
         self._known: SharedCache[bool] = SharedCache(store, "known", max_entries)
         self.budgets = budgets or AddressBudgets(store, [strangers_budget()])
 
-    async def verdict(self, transport: ApiTransport, token: str, address: str | None) -> Verdict:
+    async def verdict(self, transport: ApiTransport, token: str, address: str | None, *,
+                      vouched: bool = False) -> Verdict:
         """The verdict; `OverBudget` when the token is unknown and `address` (or its network, or everyone) has no
-        checks left. Names the request's tenant (`tenancy.py`): the token's user, when the verdict knows it."""
+        checks left. A `vouched` token (a sign-in's, checked when it was made) spends no stranger's check. Names the
+        request's tenant (`tenancy.py`): the token's user, when the verdict knows it."""
         credentials = Credentials(token)
         asked = False
 
         async def ask() -> tuple[Verdict, float]:
             nonlocal asked
             asked = True
-            return await self._ask(transport, credentials, address)
+            return await self._ask(transport, credentials, address, vouched)
 
         with tracing.span("gate token check") as span:
             verdict = await self._verdicts.remembered(credentials.token_key, ask, fetch_seconds=CHECK_SECONDS) \
@@ -131,10 +133,11 @@ class TokenVerdicts:
         await self._known.put(credentials.token_key, True, KNOWN_SECONDS)
         await self.budgets.vouch(address)
 
-    async def _ask(self, transport: ApiTransport, credentials: Credentials,
-                   address: str | None) -> tuple[Verdict, float]:
+    async def _ask(self, transport: ApiTransport, credentials: Credentials, address: str | None,
+                   vouched: bool) -> tuple[Verdict, float]:
         key = credentials.token_key
-        await self.spend_unless_known(credentials, address)
+        if not vouched:
+            await self.spend_unless_known(credentials, address)
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS).single_attempt()
         try:
             user = await client.get_current_user()

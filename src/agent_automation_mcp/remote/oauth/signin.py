@@ -3,13 +3,16 @@
 `SignIn` holds the store, the keys, the clients and the grants; it gives the app its routes and the gate its
 one check of our access tokens (`admit`): a token of ours stands for a grant, and the request goes on as if it
 carried the grant's service token and organisation, so everything after the gate is the `--auth request` path.
+Tokens and client ids are sealed with `AGENT_AUTOMATION_STATE_KEYS`, the service token inside a grant encrypted
+with `AGENT_AUTOMATION_OAUTH_KEYS` too: a sign-in needs both key sets, and no longer Redis (`grants.py`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from typing import Final
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl
@@ -18,6 +21,7 @@ from starlette.routing import Route
 from starlette.types import Scope
 
 from ...api.transport import ApiTransport
+from ...caching import SharedStore
 from ...config import ADDRESSES_PER_NETWORK, RemoteSettings
 from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER
 from ..budgets import Budget
@@ -34,9 +38,7 @@ from .grants import Grants, SignedIn, is_ours
 from .metadata import ServerMetadata
 from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
-
-if TYPE_CHECKING:
-    from redis.asyncio import Redis
+from .tokens import TokenSeal
 
 logger = logging.getLogger(__name__)
 
@@ -57,17 +59,17 @@ def signin_budgets(signins: int) -> list[Budget]:
 
 
 class SignIn:
-    def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, verdicts: TokenVerdicts,
-                 transport: Callable[[], ApiTransport | None], metrics: Metrics,
+    def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, state_keys: Sequence[str],
+                 verdicts: TokenVerdicts, transport: Callable[[], ApiTransport | None], metrics: Metrics,
                  trusted_client_hosts: tuple[str, ...] = ()) -> None:
         self.metadata = metadata
         self.store = store
-        self.grants = Grants(store, sealer, metadata.resource)
-        self.clients = Clients(store, MetadataDocuments(store, trusted_client_hosts))
+        self.grants = Grants(store, sealer, TokenSeal(state_keys, metadata.resource))
+        self.clients = Clients(state_keys, metadata.resource, store, MetadataDocuments(store, trusted_client_hosts))
         self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, verdicts, transport, metrics)
 
     @classmethod
-    def from_settings(cls, remote: RemoteSettings, redis: Redis | None, verdicts: TokenVerdicts,
+    def from_settings(cls, remote: RemoteSettings, shared: SharedStore, verdicts: TokenVerdicts,
                       transport: Callable[[], ApiTransport | None], metrics: Metrics) -> SignIn:
         """`verdicts` holds the budgets, `signin_budgets` among them, and the allowed organisations."""
         public_url = cls.check(remote)
@@ -77,8 +79,8 @@ class SignIn:
             logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
                            "this process (fine on loopback; set the keys so they outlive a restart)")
             sealer = Sealer.ephemeral()
-        return cls(ServerMetadata(public_url), create_store(redis), sealer, verdicts, transport, metrics,
-                   remote.oauth_trusted_client_hosts)
+        return cls(ServerMetadata(public_url), create_store(shared), sealer, remote.state_keys, verdicts, transport,
+                   metrics, remote.oauth_trusted_client_hosts)
 
     @staticmethod
     def check(remote: RemoteSettings) -> str:
@@ -90,6 +92,10 @@ class SignIn:
             raise ValueError("--auth oauth beyond loopback needs AGENT_AUTOMATION_OAUTH_KEYS (comma-separated; "
                              "make one with: python -c 'from cryptography.fernet import Fernet; "
                              "print(Fernet.generate_key().decode())')")
+        if not remote.state_keys and not is_loopback_url(public_url):
+            raise ValueError("--auth oauth beyond loopback needs AGENT_AUTOMATION_STATE_KEYS (comma-separated; make "
+                             "one with: openssl rand -hex 32): sign-ins and registered apps are sealed with them, "
+                             "and with a key of the process instead a restart would sign everyone out")
         return public_url
 
     @property
@@ -106,19 +112,21 @@ class SignIn:
 
     async def admit(self, scope: Scope, token: str, transport: ApiTransport, verdicts: TokenVerdicts,
                     address: str | None) -> Refused | None:
-        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401, or 503
-        while the shared store does not answer)."""
+        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401; 503 for a
+        token of the previous scheme while the shared store does not answer)."""
         try:
             signed_in = await self.grants.signed_in(token)
-            if signed_in is None:
-                return _refusal(401, "this sign-in has expired or ended", self.challenge)
-            verdict = await verdicts.verdict(transport, signed_in.service_token, address)
-            if not verdict.accepted:
-                await self.grants.end(signed_in.grant.id)
-                return _refusal(401, "the service no longer accepts the token this sign-in was made with",
-                                self.challenge)
         except StoreUnavailable:
             return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
+        if signed_in is None:
+            return _refusal(401, "this sign-in has expired or ended", self.challenge)
+        # The grant vouches for its token (this server checked it at the sign-in): no strangers' budget is spent.
+        verdict = await verdicts.verdict(transport, signed_in.service_token, address, vouched=True)
+        if not verdict.accepted:
+            with suppress(StoreUnavailable):  # ended now if the store answers; refused again at the next call if not
+                await self.grants.end(signed_in.grant.id)
+            return _refusal(401, "the service no longer accepts the token this sign-in was made with",
+                            self.challenge)
         scope["headers"] = _as_caller(scope["headers"], signed_in)
         if is_read_only(signed_in.grant.scopes):
             scope.setdefault("state", {})[READ_ONLY_GRANT] = True
