@@ -1,4 +1,4 @@
-"""The sign-in flood: what one address with a spoofed X-Forwarded-For gets out of 3 sign-in replicas behind HAProxy.
+"""The sign-in flood: what strangers get out of 3 sign-in replicas behind HAProxy, and what is left for a colleague.
 
     .venv/bin/python benchmarks/signin_flood.py [--before ROOT] [--registrations 2000] [--junk 600]
                                                 [--write docs/benchmarks.md]
@@ -11,7 +11,13 @@ signs in first. Then, from one client, 50 requests at a time, each with its own 
 `--registrations` registrations; `--junk` random bearer tokens at `/mcp`. And from the person's own address (no
 made-up header: the company's address as the replicas see it), `--junk` anonymous `POST /token` with made-up
 refresh tokens, after which the person refreshes. What Redis holds (`MEMORY USAGE` of every key) is summed
-before and after the registrations. Loopback only; everything it starts it stops, on error too.
+before and after the registrations.
+
+Then strangers from several networks, each a loopback /24 (HAProxy passes a client's address on as the
+client's): 30 random tokens pasted on the consent page from each of 40 addresses in 4 networks; 12
+registrations from each of 6 networks, then a colleague registers from a 7th; `--junk` random tokens at `/mcp`
+from 3 networks, then a colleague's token never seen before, from a 4th; and a colleague signs in from a 5th (the
+budgets' minute has not passed meanwhile). Loopback only; everything it starts it stops, on error too.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import anyio
 import httpx2
 from cryptography.fernet import Fernet
-from fleet import ServerProcess, balancer, free_port, mcp_server, redis_server
+from fleet import SHARED_KEYS, ServerProcess, balancer, free_port, mcp_server, redis_server
 from redis import Redis
 from report import command_line, publish
 
@@ -44,9 +50,17 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PERSON = "tok-bench-signin-person"
+COLLEAGUES = tuple(f"tok-bench-signin-colleague-{i}" for i in range(3))  # never seen before the floods
+NETWORK_REGISTRATIONS = (6, 12)  # networks, registrations from each
+JUNK_NETWORKS = 3
+PASTES = (4, 10, 30)  # networks, addresses in each, tokens pasted from each address
 RATE_LIMITS = "standard=100000/30s,logs=100000/60s"  # pacing never waits: this counts requests
 REPLICAS = 3
 REDIRECT_URI = "http://127.0.0.1:9/callback"
+LIST_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+LIST_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
 
 
 @dataclass
@@ -59,14 +73,23 @@ class Figures:
     refresh_status: int = 0
     strangers: Counter[int] = field(default_factory=Counter)
     upstream_checks: int = 0
+    network_registrations: Counter[int] = field(default_factory=Counter)
+    colleague_registration: int = 0
+    network_junk: Counter[int] = field(default_factory=Counter)
+    network_junk_checks: int = 0
+    colleague_token: int = 0
+    pastes: Counter[str] = field(default_factory=Counter)
+    paste_checks: int = 0
+    colleague_signin: str = ""
 
 
 def spoofed() -> dict[str, str]:
     return {"x-forwarded-for": f"198.{secrets.randbelow(256)}.{secrets.randbelow(256)}.{secrets.randbelow(254) + 1}"}
 
 
-async def flood(count: int, send: Any) -> tuple[Counter[int], float]:
-    """`send(http)` `count` times, 50 at a time; the statuses and the seconds it took."""
+async def flood(count: int, send: Any, address: str | None = None) -> tuple[Counter[int], float]:
+    """`send(http)` `count` times, 50 at a time, from `address` (a loopback one; None: the default); the statuses
+    and the seconds it took."""
     statuses: Counter[int] = Counter()
     limiter = anyio.CapacityLimiter(50)
 
@@ -75,30 +98,71 @@ async def flood(count: int, send: Any) -> tuple[Counter[int], float]:
             statuses[(await send(http)).status_code] += 1
 
     started = time.monotonic()
-    async with httpx2.AsyncClient(timeout=60) as http, anyio.create_task_group() as group:
+    transport = httpx2.AsyncHTTPTransport(local_address=address) if address else None
+    async with httpx2.AsyncClient(timeout=60, transport=transport) as http, anyio.create_task_group() as group:
         for _ in range(count):
             group.start_soon(one, http)
     return statuses, time.monotonic() - started
 
 
-def sign_in(origin: str, token: str = PERSON) -> tuple[str, dict[str, Any]]:
-    """A person's client id and tokens, registered and through the consent page as a browser posts it."""
-    with httpx2.Client(timeout=30) as http:
-        client_id = http.post(f"{origin}/register", json={"redirect_uris": [REDIRECT_URI],
-                                                          "token_endpoint_auth_method": "none"}).json()["client_id"]
-        verifier = secrets.token_urlsafe(48)
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-        page = http.get(f"{origin}/authorize?" + urlencode({
-            "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT_URI,
-            "code_challenge": challenge, "code_challenge_method": "S256"}))
-        fields = {name: unescape(value) for name, value in
-                  re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page.text)}
+def from_address(address: str | None) -> httpx2.Client:
+    """A client on `address` (a loopback address: HAProxy sees it as the client's), or the default one."""
+    transport = httpx2.HTTPTransport(local_address=address) if address else None
+    return httpx2.Client(timeout=30, transport=transport)
+
+
+class Refused(Exception):
+    """A step of a sign-in was refused: its name and HTTP status, as the table shows them."""
+
+    def __init__(self, step: str, status: int) -> None:
+        super().__init__(f"refused at {step} ({status})")
+
+
+def consent_form(http: httpx2.Client, origin: str) -> tuple[str, str, dict[str, str]]:
+    """A registration, and its consent page's form: client id, PKCE verifier, the form's hidden fields."""
+    registered = http.post(f"{origin}/register", json={"redirect_uris": [REDIRECT_URI],
+                                                       "token_endpoint_auth_method": "none"})
+    if registered.status_code != 201:
+        raise Refused("registration", registered.status_code)
+    client_id = registered.json()["client_id"]
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    page = http.get(f"{origin}/authorize?" + urlencode({
+        "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT_URI,
+        "code_challenge": challenge, "code_challenge_method": "S256"}))
+    fields = {name: unescape(value) for name, value in
+              re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page.text)}
+    return client_id, verifier, fields
+
+
+def sign_in(origin: str, token: str = PERSON, address: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A person's client id and tokens, through the consent page as a browser posts it, from `address`."""
+    with from_address(address) as http:
+        client_id, verifier, fields = consent_form(http, origin)
         answer = http.post(f"{origin}/authorize", data={**fields, "token": token, "action": "approve"})
+        if "location" not in answer.headers:
+            raise Refused("consent", answer.status_code)
         code = parse_qs(urlsplit(answer.headers["location"]).query)["code"][0]
         tokens = http.post(f"{origin}/token", data={"grant_type": "authorization_code", "code": code,
                                                     "code_verifier": verifier, "client_id": client_id,
                                                     "redirect_uri": REDIRECT_URI}).json()
     return client_id, tokens
+
+
+def paste(origin: str, address: str, count: int) -> Counter[str]:
+    """`count` random tokens pasted, one after another, on one consent page from `address`: how each was answered."""
+    answers: Counter[str] = Counter()
+    with from_address(address) as http:
+        try:
+            _, _, fields = consent_form(http, origin)
+        except Refused:  # no page to paste into
+            return Counter({"no registration": count})
+        for _ in range(count):
+            page = http.post(f"{origin}/authorize", data={**fields, "token": f"tok-{secrets.token_hex(12)}",
+                                                          "action": "approve"})
+            answers["refused by the service" if "service refused this token" in page.text else
+                    "not checked (budget)" if page.status_code in (400, 429) else f"{page.status_code}"] += 1
+    return answers
 
 
 def stored_bytes(connection: Redis) -> int:
@@ -121,7 +185,7 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
                 "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
                 "AGENT_AUTOMATION_OAUTH_KEYS": Fernet.generate_key().decode(),
                 "AGENT_AUTOMATION_TRUSTED_PROXIES": "127.0.0.1",
-                "AGENT_AUTOMATION_LOG_LEVEL": "WARNING"}
+                "AGENT_AUTOMATION_LOG_LEVEL": "WARNING", **SHARED_KEYS}
         replicas: list[ServerProcess] = []
         for i in range(REPLICAS):
             replicas.append(mcp_server(f"replica {i}", env, "--auth", "oauth", "--public-url", origin,
@@ -152,7 +216,42 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
             **spoofed(), "authorization": f"Bearer tok-{secrets.token_hex(12)}"}))
         figures.upstream_checks = sum(1 for record in log[asked:] if record.operation == "get_current_user")
         figures.redis_keys = connection.dbsize()
+        from_networks(figures, origin, log, junk)
     return figures
+
+
+def from_networks(figures: Figures, origin: str, log: Any, junk: int) -> None:
+    """The floods from several networks (each a loopback /24), and a colleague after each, from a network of their
+    own."""
+    asked = len(log)
+    networks, addresses, pastes = PASTES
+    for network in range(networks):
+        for host in range(addresses):
+            figures.pastes.update(paste(origin, f"127.{140 + network}.0.{host + 1}", pastes))
+    figures.paste_checks = sum(1 for record in log[asked:] if record.operation == "get_current_user")
+    body = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
+    networks, each = NETWORK_REGISTRATIONS
+    for network in range(networks):
+        statuses, _ = anyio.run(flood, each, lambda http: http.post(f"{origin}/register", json=body),
+                                f"127.{100 + network}.0.1")
+        figures.network_registrations.update(statuses)
+    with from_address("127.110.0.1") as http:
+        figures.colleague_registration = http.post(f"{origin}/register", json=body).status_code
+    asked = len(log)
+    for network in range(JUNK_NETWORKS):
+        statuses, _ = anyio.run(flood, junk // JUNK_NETWORKS, lambda http: http.post(
+            f"{origin}/mcp", json={}, headers={"authorization": f"Bearer tok-{secrets.token_hex(12)}"}),
+            f"127.{120 + network}.0.1")
+        figures.network_junk.update(statuses)
+    figures.network_junk_checks = sum(1 for record in log[asked:] if record.operation == "get_current_user")
+    with from_address("127.130.0.1") as http:
+        figures.colleague_token = http.post(f"{origin}/mcp", json=LIST_CALL, headers=LIST_HEADERS | {
+            "authorization": f"Bearer {COLLEAGUES[0]}"}).status_code
+    try:
+        sign_in(origin, COLLEAGUES[1], "127.150.0.1")
+        figures.colleague_signin = "signed in"
+    except Refused as exc:
+        figures.colleague_signin = str(exc)
 
 
 def report(rows: dict[str, Figures], registrations: int, junk: int, argv: list[str] | None) -> str:
@@ -179,14 +278,33 @@ def report(rows: dict[str, Figures], registrations: int, junk: int, argv: list[s
         lines.append(f"| {name} | {statuses(f.registrations)} | {f.registration_seconds:.1f} | {f.redis_bytes:,} | "
                      f"{statuses(f.junk_tokens)} | {f.refresh_status} | {statuses(f.strangers)} | "
                      f"{f.upstream_checks:,} | {f.redis_keys:,} |")
-    lines += ["", "Before, each made-up `X-Forwarded-For` was a new client address: every registration was stored "
-              "(an hour each) and every random token was checked with the service, up to the total budget; and junk "
-              "`POST /token` from the person's address spent its budget, so the real refresh got 429. Now HAProxy "
-              "replaces the header with the address it saw, so the flood is one address: 10 registrations a "
-              "minute (60 in total for every address), 200 token checks; a refresh carrying a live refresh token "
-              "spends nothing, so it goes through whatever the junk. Redis bytes: what the keys hold (`MEMORY "
-              "USAGE`), registrations and budgets; Redis keys after: everything, the pacing keys of the checked "
-              "tokens included."]
+    lines += ["", "HAProxy replaces any made-up `X-Forwarded-For` with the address it saw, so the flood is one "
+              "address: 10 registrations a minute, and its budget of token checks (200 a minute before this issue's "
+              "change, 100 now); a refresh carrying a live refresh token spends nothing, so it goes through whatever "
+              "the junk. Redis bytes: what the keys hold (`MEMORY USAGE`), registrations and budgets; Redis keys "
+              "after: everything, the pacing keys of the checked "
+              "tokens included.",
+              "",
+              f"From several networks, each a loopback /24: {PASTES[2]} random tokens pasted on the consent page "
+              f"from each of {PASTES[1]} addresses in each of {PASTES[0]} networks; "
+              f"{NETWORK_REGISTRATIONS[1]} registrations from each of {NETWORK_REGISTRATIONS[0]} networks, then a "
+              f"colleague's registration; {junk:,} random tokens at `/mcp` from {JUNK_NETWORKS} networks, then a "
+              "colleague's token never seen before (`tools/list`); then a colleague's sign-in. Each colleague from a "
+              "network of their own, within the same minute.",
+              "",
+              "| code | pasted tokens | their checks upstream | registrations | colleague's registration | random "
+              "tokens at /mcp | their checks upstream | colleague's new token | colleague's sign-in |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for name, f in rows.items():
+        pasted = ", ".join(f"{outcome}: {n:,}" for outcome, n in sorted(f.pastes.items()))
+        lines.append(f"| {name} | {pasted} | {f.paste_checks:,} | {statuses(f.network_registrations)} | "
+                     f"{f.colleague_registration} | {statuses(f.network_junk)} | {f.network_junk_checks:,} | "
+                     f"{f.colleague_token} | {f.colleague_signin} |")
+    lines += ["", "Before, each purpose had one total for every address: 60 registrations (6 networks' worth) "
+              "refused the colleague's, 600 checks (3 addresses' worth) refused every token not seen in a week, and "
+              "the consent page checked what was pasted outside that budget. Now each network has its own budget "
+              "too, a total counts only the networks no accepted token came from, and takes many networks to spend; "
+              "the consent page spends the strangers' budget as `/mcp` does."]
     return "\n".join(lines)
 
 
@@ -197,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--junk", type=int, default=600, help="junk token requests and random tokens (default 600)")
     parser.add_argument("--write", type=Path, help="rewrite this section of the given markdown file")
     args = parser.parse_args(argv)
-    config = SandboxConfig(tokens=(PERSON,), rate_limits=parse_rate_limits(RATE_LIMITS))
+    config = SandboxConfig(tokens=(PERSON, *COLLEAGUES), rate_limits=parse_rate_limits(RATE_LIMITS))
     rows: dict[str, Figures] = {}
     with SandboxServer(config) as sandbox:
         if args.before:

@@ -157,11 +157,13 @@ def report(rows: dict[str, Figures], count: int, argv: list[str] | None) -> str:
                      f"| {f.stranger_seconds:.1f} | {f.redis_keys:,} | {f.known_calls} ({f.known_errors}) |")
     lines += ["", "Checks and lookups are once per token whatever the number of replicas (shared through Redis); "
               "checks of tokens never accepted before spend from the strangers' budget "
-              f"({DEFAULT_TOKEN_CHECKS_PER_ADDRESS} per client address and {DEFAULT_TOKEN_CHECKS_TOTAL} in total "
-              "per minute by default, see docs/remote-limits.md), past which the gate answers 429 without asking "
+              f"({DEFAULT_TOKEN_CHECKS_PER_ADDRESS} per client address, twice that per network and "
+              f"{DEFAULT_TOKEN_CHECKS_TOTAL} over the networks no accepted token came from, per minute by default, "
+              "see docs/remote-limits.md), past which the gate answers 429 without asking "
               "the service. The tenants, new tokens from the same address a moment before, spent "
               "from that budget too, so the random tokens got what they left of it. Redis keys: each checked "
-              "token's verdict and pacing keys (and each tenant's organisations), plus the budget's two lists."]
+              "token's verdict and pacing keys (and each tenant's organisations), plus the budget's "
+              "lists (per address, network and total) and the networks vouched for."]
     return "\n".join(lines)
 
 

@@ -974,6 +974,8 @@ def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_str
                                              "nginx_ingress_controller_nginx_process_connections_total"},
         "AgentAutomationOutOfMemory": {"kube_pod_container_status_restarts_total",
                                        "kube_pod_container_status_last_terminated_reason"},
+        "AgentAutomationListenStreams": {"agent_automation_listen_streams", "agent_automation_listen_streams_limit",
+                                         "agent_automation_listen_refused_total"},
     }
     # The targets-down alert finds the replicas by the job the PodMonitor names after the pods' label.
     (monitor,) = _kustomize_kind("monitoring", "PodMonitor")

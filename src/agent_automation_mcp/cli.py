@@ -16,7 +16,10 @@ from . import __version__, logs
 from .api.limits import parse_rate_limits
 from .api.settings import ApiSettings, parse_org_id
 from .config import (
+    ADDRESSES_PER_NETWORK,
     AUTH_MODES,
+    DEFAULT_TOKEN_CHECKS_PER_ADDRESS,
+    DEFAULT_TOKEN_CHECKS_TOTAL,
     LOG_FORMATS,
     LOG_LEVELS,
     LogSettings,
@@ -91,9 +94,15 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-checks-per-address", type=_positive_int,
                         help="HTTP --auth request: checks per minute with the service of tokens never accepted "
                              "before, per client address, shared by every replica through Redis; past it 429 "
-                             "(default 200; env AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS)")
+                             f"(default {DEFAULT_TOKEN_CHECKS_PER_ADDRESS}; env "
+                             "AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS)")
+    parser.add_argument("--token-checks-per-network", type=_positive_int,
+                        help="HTTP --auth request: the same, per network of client addresses (a /24, or a /64 for "
+                             f"IPv6) (default {ADDRESSES_PER_NETWORK} times the per-address budget; env "
+                             "AGENT_AUTOMATION_TOKEN_CHECKS_PER_NETWORK)")
     parser.add_argument("--token-checks-total", type=_positive_int,
-                        help="HTTP --auth request: the same, for every address together (default 600; "
+                        help="HTTP --auth request: the same, for every network together that no accepted token came "
+                             f"from in the last week (default {DEFAULT_TOKEN_CHECKS_TOTAL}; "
                              "env AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL)")
     parser.add_argument("--requests-per-token", type=_positive_int,
                         help="HTTP --auth request: task requests (tasks/get, /result, /list, /cancel) and "
@@ -179,6 +188,7 @@ def settings_from(args: argparse.Namespace) -> tuple[ApiSettings, ServerSettings
              "allowed_hosts": args.allowed_host and parse_list(",".join(args.allowed_host)),
              "allowed_origins": args.allowed_origin and parse_list(",".join(args.allowed_origin)),
              "token_checks_per_address": args.token_checks_per_address,
+             "token_checks_per_network": args.token_checks_per_network,
              "token_checks_total": args.token_checks_total, "requests_per_token": args.requests_per_token,
              "trusted_proxies": args.trusted_proxy and parse_list(",".join(args.trusted_proxy))}
     remote = dataclasses.replace(remote, **{name: value for name, value in flags.items() if value is not None})

@@ -50,10 +50,12 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # its answer; tests/remote/test_drain.py holds this, the Deployment's grace and the call budgets together.
 DEFAULT_SHUTDOWN_GRACE = 60.0
 MIN_STATE_KEY_CHARS = 32
-# Per minute: checks of tokens never accepted before (remote/budgets.py). A company of 200 developers whose
-# tokens all come new from one address in the same minute (a first rollout behind a proxy) still fits.
-DEFAULT_TOKEN_CHECKS_PER_ADDRESS = 200
-DEFAULT_TOKEN_CHECKS_TOTAL = 600
+# Per minute: checks of tokens never accepted before (remote/budgets.py). An office of 100 developers whose tokens
+# all come new from one address in the same minute (a first rollout behind a proxy) still fits; a network, twice
+# that (unless set); the total, over networks no accepted token came from, takes ten networks at their bound.
+DEFAULT_TOKEN_CHECKS_PER_ADDRESS = 100
+ADDRESSES_PER_NETWORK = 2  # a network's budget is this many addresses' (remote/budgets.py), unless set
+DEFAULT_TOKEN_CHECKS_TOTAL = 2000
 DEFAULT_REQUESTS_PER_TOKEN = 600  # task and completion requests a minute: e.g. 50 tasks polled every 5 s
 DEFAULT_OAUTH_SIGNINS = 10  # sign-ins one client address may complete per minute (remote/oauth/signin.py)
 
@@ -122,6 +124,7 @@ class RemoteSettings:
     state_keys: tuple[str, ...] = field(default=(), repr=False)
     metrics_port: int | None = None  # None: /metrics on the public port; a port: there only
     token_checks_per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS
+    token_checks_per_network: int | None = None  # None: ADDRESSES_PER_NETWORK times the per-address budget
     token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
     requests_per_token: int = DEFAULT_REQUESTS_PER_TOKEN  # task and completion requests a minute (remote/gate.py)
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
@@ -153,6 +156,8 @@ class RemoteSettings:
             metrics_port=_port_setting(env, "AGENT_AUTOMATION_METRICS_PORT"),
             token_checks_per_address=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS", int,
                                                     DEFAULT_TOKEN_CHECKS_PER_ADDRESS, minimum=1),
+            token_checks_per_network=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_PER_NETWORK", int, None,
+                                                    minimum=1),
             token_checks_total=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL", int,
                                               DEFAULT_TOKEN_CHECKS_TOTAL, minimum=1),
             requests_per_token=number_setting(env, "AGENT_AUTOMATION_REQUESTS_PER_TOKEN", int,

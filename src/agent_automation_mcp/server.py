@@ -34,6 +34,7 @@ from .pacing import create_pacer
 from .prompts import add_prompts
 from .sdk_seams import drop_methods, instructions_per_request, serve_list_tools
 from .tasks import RunTasks
+from .tasks.notify import ListenObserver
 from .tools.callers import (
     CALL_SECONDS,
     SLOT_RESERVE_SECONDS,
@@ -65,8 +66,8 @@ MAX_LISTINGS: Final = 64  # tool lists kept in wire form: one per tool set and p
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
-class CallObserver(TransportObserver, Protocol):
-    """Sees every tool call (metrics); nothing it is given names a token, tenant or organisation."""
+class CallObserver(TransportObserver, ListenObserver, Protocol):
+    """Sees every tool call and listen stream (metrics); nothing it is given names a token, tenant or organisation."""
 
     def call_started(self, tool: str) -> None: ...
 
@@ -105,7 +106,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self._parameters: dict[str, frozenset[str]] = {}  # tool -> the argument names its schema takes
         self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
         view = RunsView(api.rate_limits)
-        self.tasks = tasks = RunTasks(state_keys, self.shared, self._offered_to)  # agent runs followed as MCP tasks
+        self.tasks = tasks = RunTasks(state_keys, self.shared, self._offered_to, observer)  # runs followed as tasks
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(settings), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs

@@ -158,6 +158,21 @@ async def test_server_errors_retry_reads_but_never_a_create(faults_off: SandboxS
         assert len(_calls(sandbox, "create_agent_run", mark)) == 1
 
 
+async def test_a_single_attempt_client_sends_a_read_once_whatever_its_end(faults_off: SandboxServer) -> None:
+    """For the gate's token check: a failing service sees one request per check, not three."""
+    sandbox = faults_off
+    async with ApiTransport(settings_for(sandbox)) as transport:
+        client = _client(transport, sandbox).single_attempt()
+        for faults in ({"error_rate": 1.0}, {"throttle_rate": 1.0}):
+            set_faults(sandbox, **faults, operations=["get_current_user"])
+            mark = len(requests_log(sandbox))
+            with pytest.raises((e.ServerError, e.RateLimitError)):
+                await client.get_current_user()
+            assert len(_calls(sandbox, "get_current_user", mark)) == 1, faults
+        set_faults(sandbox)
+        assert (await client.get_current_user()).id
+
+
 async def test_a_create_that_timed_out_was_sent_exactly_once(faults_off: SandboxServer) -> None:
     sandbox = faults_off
     async with ApiTransport(settings_for(sandbox, timeout=0.3)) as transport:

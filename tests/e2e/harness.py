@@ -78,6 +78,11 @@ class HttpServer:
         self.stop()
         raise RuntimeError("the HTTP server did not start listening within 20 s")
 
+    def stderr_so_far(self) -> str:
+        """What the running server wrote on stderr until now (read without moving the offset it writes at)."""
+        fd = self._stderr.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
     def stop(self) -> str:
         """Stop the server (SIGTERM) and return what it wrote on stderr."""
         self.process.terminate()

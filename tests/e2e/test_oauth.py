@@ -252,6 +252,21 @@ def test_a_service_token_revoked_at_the_service_ends_the_sign_in(sandbox: Sandbo
         sandbox.state.world.token_users[DORA] = user
 
 
+def test_a_failing_service_costs_one_check_per_pasted_token(server: HttpServer, sandbox: SandboxServer,
+                                                           flow: RawFlow) -> None:
+    """As at `/mcp`: a check the service does not answer is sent once, never again (it used to be three times)."""
+    page = flow.consent_page(flow.register(), pkce()[1])
+    failing = {"error_rate": 1.0, "operations": ["get_current_user"]}
+    assert httpx2.put(f"{sandbox.url}/_sandbox/faults", json=failing, timeout=10).status_code == 200
+    before = len(sandbox.state.request_log)
+    try:
+        again = flow.approve(page, DORA)
+    finally:
+        httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}, timeout=10)
+    assert again.status_code == 400 and "could not be asked about this token" in again.text
+    assert [record.token_hash for record in sandbox.state.request_log[before:]] == [token_hash(DORA)]
+
+
 def test_one_address_gets_a_budget_of_sign_ins(sandbox: SandboxServer) -> None:
     server = oauth_server(sandbox, AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE="1")
     try:
@@ -266,11 +281,11 @@ def test_one_address_gets_a_budget_of_sign_ins(sandbox: SandboxServer) -> None:
 def test_a_sign_in_spends_no_check_of_strangers_tokens(sandbox: SandboxServer) -> None:
     """Its grant vouches for its Codegen token (checked at the consent page), so strangers who spent this address's
     budget for unknown tokens never lock a signed-in colleague out, even when the server has not seen the token."""
-    server = oauth_server(sandbox, AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS="1")
+    server = oauth_server(sandbox, AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS="2")
     try:
         flow = RawFlow(server.origin)
-        tokens = flow.tokens(flow.register(), DORA)
-        assert flow.mcp_status("tok-stranger-1").status_code == 401  # the address's one check, spent
+        tokens = flow.tokens(flow.register(), DORA)  # the consent page's check spends one, as /mcp's does
+        assert flow.mcp_status("tok-stranger-1").status_code == 401  # the address's last check, spent
         assert flow.mcp_status("tok-stranger-2").status_code == 429
         assert flow.mcp_status(tokens["access_token"]).status_code == 200  # DORA's first check at /mcp
     finally:

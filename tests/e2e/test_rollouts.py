@@ -39,11 +39,13 @@ CONFIRMATIONS: Final = 6
 
 
 class Fleet:
-    """Three replicas on fixed ports (so one can be restarted where the balancer expects it) behind HAProxy."""
+    """Three replicas on fixed ports (so one can be restarted where the balancer expects it) behind HAProxy; `args`
+    are more of the replicas' flags."""
 
-    def __init__(self, sandbox: SandboxServer, redis: RedisServer) -> None:
+    def __init__(self, sandbox: SandboxServer, redis: RedisServer, *args: str) -> None:
         self.sandbox = sandbox
         self.redis = redis
+        self.args = args
         self.ports = [free_port() for _ in REPLICA_KEYS]
         self.replicas: list[HttpServer | None] = [None] * len(self.ports)
         self.balancer: HttpServer | None = None
@@ -58,7 +60,7 @@ class Fleet:
                         AGENT_AUTOMATION_REDIS_URL=self.redis.url, AGENT_AUTOMATION_TOOLSETS="all",
                         AGENT_AUTOMATION_STATE_KEYS=REPLICA_KEYS[index],
                         AGENT_AUTOMATION_LOG_SECRET=SHARED_KEYS["AGENT_AUTOMATION_LOG_SECRET"])
-        replica = HttpServer(env, "--auth", "request", port=self.ports[index])
+        replica = HttpServer(env, "--auth", "request", *self.args, port=self.ports[index])
         self.replicas[index] = replica
         return replica
 

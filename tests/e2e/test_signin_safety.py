@@ -16,23 +16,32 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+import anyio
 import httpx2
 import pytest
 from cryptography.fernet import Fernet
 from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from oauth_flow import REDIRECT_URI, RawFlow, pkce
 from prometheus_client.parser import text_string_to_metric_families
+from redis import Redis
+from task_requester import TaskPoller
+from test_listen_streams import listen
 from test_rollouts import shipped_balancer
+from test_tasks import http_client, started
 
 from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.config import DEFAULT_TOKEN_CHECKS_PER_ADDRESS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.state import token_hash
+from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
 from pacing.redis_server import RedisServer, started_on_redis
 
 ALICE, BOB, CAROL = "tok-safety-alice", "tok-safety-bob", "tok-safety-carol"  # org 1; org 2 only; both
 NEWCOMER = "tok-safety-newcomer"  # org 1, never seen before the junk
+ALICE_CI = "tok-safety-alice-ci"  # Alice's second token
+LATECOMERS = ("tok-safety-latecomer-1", "tok-safety-latecomer-2")  # org 1, never seen before the floods
 ALLOWED_ORG: Final = 1
-JUNK_TOKENS: Final = 200  # the default budget of checks per address and minute
+JUNK_TOKENS: Final = DEFAULT_TOKEN_CHECKS_PER_ADDRESS  # the default budget of checks per address and minute
 REGISTRATIONS: Final = 10  # per address and minute: --oauth signins (default 10) × 1
 TOKEN_REQUESTS: Final = 30  # per address and minute: 3 × 10
 
@@ -41,6 +50,7 @@ class Fleet:
     """Three sign-in replicas behind the shipped HAProxy, listening on 127.0.0.1 and [::1] at one port."""
 
     def __init__(self, sandbox: SandboxServer, redis: RedisServer) -> None:
+        self.redis = redis
         self.port = free_port()
         self.origin = f"http://127.0.0.1:{self.port}"
         self.other_origin = f"http://[::1]:{self.port}"
@@ -81,8 +91,9 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[SandboxServer]:
-    config = SandboxConfig(tokens=(ALICE, BOB, CAROL, NEWCOMER), visible_orgs=2,
-                           token_orgs={ALICE: (1,), BOB: (2,), NEWCOMER: (1,)},
+    config = SandboxConfig(tokens=(ALICE, BOB, CAROL, NEWCOMER, ALICE_CI, *LATECOMERS), visible_orgs=2,
+                           token_orgs={ALICE: (1,), BOB: (2,), NEWCOMER: (1,)} | dict.fromkeys(LATECOMERS, (1,)),
+                           token_owners={ALICE_CI: ALICE},
                            rate_limits=parse_rate_limits(RATE_LIMITS))
     with SandboxServer(config) as server:
         yield server
@@ -138,7 +149,7 @@ def test_registrations_are_bounded_per_address_even_with_a_spoofed_forwarded_for
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata"
 
 
-def test_after_200_junk_tokens_with_spoofed_addresses_a_colleagues_first_call_succeeds(
+def test_after_a_budget_of_junk_tokens_with_spoofed_addresses_a_colleagues_first_call_succeeds(
         fleet: Fleet, sandbox: SandboxServer) -> None:
     flow = RawFlow(fleet.origin)
     statuses = _parallel(JUNK_TOKENS + 10, lambda i: flow.http.post(
@@ -177,6 +188,91 @@ def test_a_token_of_another_organisation_is_refused_once_per_verdict_and_never_b
     assert page.status_code == 400 and "serves only its company" in page.text
     assert fleet.metric("agent_automation_oauth_requests_total", endpoint="consent",
                         reason="org_not_allowed") == 1
+
+
+def _from(origin: str, address: str) -> RawFlow:
+    """A client at `address`: a loopback address in a /24 of its own, which the balancer sees as the client's."""
+    return RawFlow(origin, httpx2.Client(transport=httpx2.HTTPTransport(local_address=address), timeout=30))
+
+
+def _forget_budgets(fleet: Fleet) -> None:
+    """The minute's counts of the tests before, gone: each flood below starts from nothing (the verdicts, sign-ins
+    and networks vouched for stay)."""
+    with Redis.from_url(fleet.redis.url) as client:
+        for purpose in ("strangers", "register", "authorize", "token", "revoke"):
+            for key in client.scan_iter(f"aamcp:{{{purpose}}}:*"):
+                client.delete(key)
+
+
+def test_registrations_from_six_networks_leave_a_colleagues_sign_in_alone(fleet: Fleet) -> None:
+    """About 60 registrations a minute from 6 addresses used to spend the registrations' one total, so every new
+    connection from Claude, ChatGPT or an IDE was refused: now each network has its own bound, and a total
+    (which networks the company signs in from never meet) takes many more networks."""
+    _forget_budgets(fleet)
+    body = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
+    statuses: list[int] = []
+    for network in range(6):
+        flow = _from(fleet.origin, f"127.{30 + network}.0.1")
+        statuses += _parallel(REGISTRATIONS + 2, lambda i, flow=flow: flow.http.post(  # type: ignore[misc]
+            f"{fleet.origin}/register", json=body).status_code)
+    assert statuses.count(201) == 6 * REGISTRATIONS and statuses.count(429) == 6 * 2
+    colleague = _from(fleet.origin, "127.40.0.1")
+    client_id = colleague.register()  # was 429: the total of 60 spent
+    tokens = colleague.tokens(client_id, LATECOMERS[0])
+    assert colleague.mcp_status(tokens["access_token"]).status_code == 200
+
+
+def test_junk_tokens_from_three_networks_leave_a_colleagues_new_token_alone_and_the_consent_page_spends_alike(
+        fleet: Fleet, sandbox: SandboxServer) -> None:
+    """About 600 junk tokens a minute from 3 addresses used to spend the checks' one total, so every token not seen
+    in a week was refused; and the consent page checked any token pasted in it, outside that budget."""
+    _forget_budgets(fleet)
+    statuses: list[int] = []
+    for network in range(3):
+        flow = _from(fleet.origin, f"127.{50 + network}.0.1")
+        statuses += _parallel(2 * JUNK_TOKENS, lambda i, flow=flow: flow.mcp_status(  # type: ignore[misc]
+            f"tok-junk-{secrets.token_hex(12)}").status_code)
+    assert statuses.count(401) == 3 * JUNK_TOKENS and statuses.count(429) == 3 * JUNK_TOKENS
+    flooder, pasted = _from(fleet.origin, "127.50.0.1"), f"tok-junk-{secrets.token_hex(12)}"
+    _, challenge = pkce()
+    page = flooder.approve(flooder.consent_page(flooder.register(), challenge), pasted)
+    assert page.status_code == 400 and "Too many unknown tokens were checked" in page.text
+    assert not [record for record in sandbox.state.request_log if record.token_hash == token_hash(pasted)]
+    colleague = _from(fleet.origin, "127.60.0.1")  # a network nobody signed in from yet, a token never seen
+    tokens = colleague.tokens(colleague.register(), LATECOMERS[1])  # was 429 at /mcp: the total of 600 spent
+    assert colleague.mcp_status(tokens["access_token"]).status_code == 200
+    assert fleet.metric("agent_automation_oauth_requests_total", endpoint="consent", reason="rate_limited") >= 1
+
+
+@pytest.mark.anyio
+async def test_a_persons_sign_ins_with_two_tokens_share_one_tenants_listen_streams(
+        fleet: Fleet, sandbox: SandboxServer) -> None:
+    flow = RawFlow(fleet.other_origin)
+    client_id = flow.register()
+    access = {token: flow.tokens(client_id, token)["access_token"] for token in (ALICE, ALICE_CI, NEWCOMER)}
+    tasks: dict[str, str] = {}
+    for token, bearer in access.items():
+        poller = TaskPoller(follow=False)
+        async with http_client(f"{fleet.origin}/mcp", sandbox, token=bearer, extensions=[poller]) as client:
+            tasks[token] = await started(client, poller)
+    # On one replica, as the balancer would pass them on: one count of streams is what this test reads.
+    replica = {"host": f"127.0.0.1:{fleet.port}", "x-forwarded-for": "192.0.2.10"}
+    outcomes: dict[str, list[str]] = {token: [] for token in access}
+    release = anyio.Event()
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http, anyio.create_task_group() as group:
+            for request_id in range(MAX_TENANT_STREAMS):
+                group.start_soon(lambda i=request_id: listen(http, fleet.replicas[0].url, access[ALICE], tasks[ALICE],
+                                                             i, outcomes[ALICE], release, headers=replica))
+            while len(outcomes[ALICE]) < MAX_TENANT_STREAMS:
+                await anyio.sleep(0.05)
+            for token in (ALICE_CI, NEWCOMER):  # one stream each, once the one before has its answer
+                group.start_soon(lambda t=token: listen(http, fleet.replicas[0].url, access[t], tasks[t], 99,
+                                                        outcomes[t], release, headers=replica))
+                while not outcomes[token]:
+                    await anyio.sleep(0.05)
+            release.set()
+    assert outcomes == {ALICE: ["held"] * MAX_TENANT_STREAMS, ALICE_CI: ["tenant"], NEWCOMER: ["held"]}
 
 
 def test_every_signin_request_writes_one_access_line_that_holds_no_secret(fleet: Fleet) -> None:

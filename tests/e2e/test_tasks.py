@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
 from catalogue import REPO_ID
 
 OTHER_TOKEN = "another-tenant-token"
+LISTENERS = tuple(f"listening-tenant-{i}" for i in range(3))
 TS_CLIENT = Path(__file__).parent / "ts_client"
 MAX_POLLS = 60
 RUN_SECONDS = 1.5  # from create or resume to the end of a sandbox run
@@ -50,7 +52,7 @@ RUN_SECONDS = 1.5  # from create or resume to the end of a sandbox run
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[SandboxServer]:
     config = SandboxConfig(run_seconds=RUN_SECONDS, seed=5, visible_orgs=2, run_error_fraction=0.5,
-                           tokens=(DEMO_TOKEN, OTHER_TOKEN),
+                           tokens=(DEMO_TOKEN, OTHER_TOKEN, *LISTENERS),
                            rate_limits=parse_rate_limits(RATE_LIMITS))
     with SandboxServer(config) as server:
         yield server
@@ -290,35 +292,38 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
 
 
 @pytest.mark.anyio
-async def test_listen_streams_leave_redis_to_pacing_and_each_token_its_share(fleet: Fleet,
-                                                                             sandbox: SandboxServer) -> None:
+async def test_listen_streams_leave_redis_to_pacing_and_each_tenant_its_share(fleet: Fleet,
+                                                                              sandbox: SandboxServer) -> None:
     """More quiet listen streams on one replica than its Redis connections, for longer than a Redis command may
-    take: Redis stays reachable for pacing (its ping, as /readyz says), and one token holds at most its share."""
-    others = REDIS_CONNECTIONS - MAX_TENANT_STREAMS + 8  # with one token's share, past the pool's size
-    mine, theirs = TaskPoller(follow=False), TaskPoller(follow=False)
+    take: Redis stays reachable for pacing (its ping, as /readyz says), and one tenant holds at most its share."""
+    tenants = (DEMO_TOKEN, OTHER_TOKEN, *LISTENERS)
+    assert len(tenants) * MAX_TENANT_STREAMS > REDIS_CONNECTIONS  # past the pool's size, each tenant at its share
+    pollers = {token: TaskPoller(follow=False) for token in tenants}
     replica = fleet.replica(2)
-    async with http_client(replica.url, sandbox, extensions=[mine]) as client, \
-            http_client(replica.url, sandbox, token=OTHER_TOKEN, extensions=[theirs]) as other, \
-            anyio.create_task_group() as group:
-        for requester, poller, streams in ((client, mine, MAX_TENANT_STREAMS), (other, theirs, others)):
-            task_id = await started(requester, poller)
-            for _ in range(streams):  # the run's first read (working) serves every stream for 5 s
-                group.start_soon(listen, requester, [task_id])
-        for _ in range(200):
-            if len(mine.notices) + len(theirs.notices) == MAX_TENANT_STREAMS + others:
-                break
-            await anyio.sleep(0.05)
-        await anyio.sleep(REDIS_TIMEOUT + 0.5)  # every stream quiet for longer than a Redis read may take
-        async with httpx2.AsyncClient(timeout=30) as probe:
-            ready = (await probe.get(f"{replica.origin}/readyz")).json()
-        with pytest.raises(MCPError) as refused:
-            await listen(client, [mine.handles[-1].task_id])
-        group.cancel_scope.cancel()
-    assert [notice.status for notice in mine.notices] == ["working"] * MAX_TENANT_STREAMS
-    assert [notice.status for notice in theirs.notices] == ["working"] * others
+    async with AsyncExitStack() as stack:
+        clients = {token: await stack.enter_async_context(http_client(replica.url, sandbox, token=token,
+                                                                      extensions=[pollers[token]]))
+                   for token in tenants}
+        async with anyio.create_task_group() as group:
+            for token, requester in clients.items():
+                task_id = await started(requester, pollers[token])
+                for _ in range(MAX_TENANT_STREAMS):  # the run's first read (working) serves every stream for 5 s
+                    group.start_soon(listen, requester, [task_id])
+            for _ in range(200):
+                if sum(len(poller.notices) for poller in pollers.values()) == len(tenants) * MAX_TENANT_STREAMS:
+                    break
+                await anyio.sleep(0.05)
+            await anyio.sleep(REDIS_TIMEOUT + 0.5)  # every stream quiet for longer than a Redis read may take
+            async with httpx2.AsyncClient(timeout=30) as probe:
+                ready = (await probe.get(f"{replica.origin}/readyz")).json()
+            with pytest.raises(MCPError) as refused:
+                await listen(clients[DEMO_TOKEN], [pollers[DEMO_TOKEN].handles[-1].task_id])
+            group.cancel_scope.cancel()
+    for poller in pollers.values():
+        assert [notice.status for notice in poller.notices] == ["working"] * MAX_TENANT_STREAMS
     assert ready["redis"] == "reachable", ready
     assert refused.value.error.code == -32600
-    assert f"already listens on {MAX_TENANT_STREAMS} streams" in refused.value.error.message
+    assert f"already listen on {MAX_TENANT_STREAMS} streams" in refused.value.error.message
 
 
 @pytest.mark.anyio

@@ -6,18 +6,22 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from collections.abc import Iterator
+from typing import Final
 
 import anyio
 import httpx2
 import pytest
 from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, tenant_client
+from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 from test_remote import MODERN_CALL as LIST_CALL
 from test_remote import MODERN_HEADERS as LIST_HEADERS
+from test_rollouts import Fleet, haproxy_binary
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.config import DEFAULT_TOKEN_CHECKS_PER_ADDRESS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.state import token_hash
 from pacing.redis_server import RedisServer, running_redis
 
 TENANTS = tuple(f"tok-tenant-{i:02d}" for i in range(50))
@@ -119,7 +123,8 @@ async def test_random_tokens_cost_at_most_the_budget_and_known_tenants_pass(
     assert not any(token in text for text in stderr for token in known)
     assert not any("Redis is unreachable" in text for text in stderr), "a replica counted alone"
     assert 0 < checks <= DEFAULT_TOKEN_CHECKS_PER_ADDRESS and statuses == {401: checks, 429: 1500 - checks}
-    assert keys <= 4 * checks + 6 * len(known) + 2  # per check its verdict and pacing keys, not per token sent
+    # per check its verdict and pacing keys, not per token sent; per known tenant also the verdict it is recalled by
+    assert keys <= 4 * checks + 7 * len(known) + 6
     error = refusals[0].json()["error"]
     assert refusals[0].headers["retry-after"] == str(error["retry_after_seconds"]) and error["kind"] == "rate_limited"
     assert 1 <= error["retry_after_seconds"] <= 60 and set(error["data"]) == {"kind", "status", "message",
@@ -129,26 +134,105 @@ async def test_random_tokens_cost_at_most_the_budget_and_known_tenants_pass(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("trusted", [True, False])
-async def test_the_budget_holds_per_address_and_in_total_and_forwarded_for_counts_only_from_a_trusted_proxy(
+async def test_the_budget_holds_per_address_per_network_and_in_total_and_forwarded_for_counts_only_from_a_trusted_proxy(
         sandbox: SandboxServer, redis: RedisServer, trusted: bool) -> None:
     redis.flush()
     proxy = ("--trusted-proxy", "127.0.0.0/8") if trusted else ()
-    servers = replicas(sandbox, redis, 2, "--token-checks-per-address", "3", "--token-checks-total", "7", *proxy)
+    servers = replicas(sandbox, redis, 2, "--token-checks-per-address", "3", "--token-checks-per-network", "4",
+                       "--token-checks-total", "7", *proxy)
     before = len(sandbox.state.request_log)
     statuses: dict[str, Counter[int]] = {}
     try:
         async with httpx2.AsyncClient(timeout=30) as http:
-            for address in ("198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4"):
-                statuses[address] = Counter()
-                for i in range(5):
-                    answer = await http.post(servers[i % 2].url, json=LIST_CALL, headers=LIST_HEADERS | {
-                        "authorization": f"Bearer tok-{secrets.token_hex(12)}", "x-forwarded-for": address})
-                    statuses[address][answer.status_code] += 1
+            async def send(address: str, token: str) -> int:
+                answer = await http.post(servers[len(statuses) % 2].url, json=LIST_CALL, headers=LIST_HEADERS | {
+                    "authorization": f"Bearer {token}", "x-forwarded-for": address})
+                return answer.status_code
+
+            # a tenant's token, accepted from 198.51.103.0/24, vouches for that network: the total will spare it
+            tenant = await send("198.51.103.7", TENANTS[20])
+            # junk from two addresses of one /24, then from two more networks
+            for address in ("198.51.100.1", "198.51.100.2", "198.51.101.1", "198.51.102.1"):
+                statuses[address] = Counter([await send(address, f"tok-{secrets.token_hex(12)}") for _ in range(5)])
+            vouched = await send("198.51.103.8", f"tok-{secrets.token_hex(12)}")
     finally:
-        stop(servers)
+        stop(servers, TENANTS[20])
     checks = upstream(sandbox, before)["get_current_user"]
-    if trusted:  # each address its 3, until the total's 7 are spent
-        assert [statuses[a][401] for a in statuses] == [3, 3, 1, 0] and checks == 7
-    else:  # the header is ignored: one address, the socket's
-        assert [statuses[a][401] for a in statuses] == [3, 0, 0, 0] and checks == 3
+    assert tenant == 200
+    if trusted:  # each address its 3, its network 4, until the total's 7 (the tenant's among them) are spent
+        assert [statuses[a][401] for a in statuses] == [3, 1, 2, 0] and vouched == 401 and checks == 8
+    else:  # the header is ignored: one address, the socket's, which the tenant's check counted against too
+        assert [statuses[a][401] for a in statuses] == [2, 0, 0, 0] and vouched == 429 and checks == 3
     assert all(sum(counts.values()) == 5 and set(counts) <= {401, 429} for counts in statuses.values())
+
+
+REQUESTS: Final = 7  # a client's requests while the service fails every check
+
+
+def post(url: str, token: str) -> httpx2.Response:
+    return httpx2.post(url, json=LIST_CALL, headers=LIST_HEADERS | {"authorization": f"Bearer {token}"}, timeout=60)
+
+
+def checks_of(sandbox: SandboxServer, token: str, since: int) -> int:
+    return sum(1 for record in sandbox.state.request_log[since:] if record.token_hash == token_hash(token))
+
+
+@pytest.mark.anyio
+async def test_a_failing_service_locks_out_no_known_tenant_and_costs_one_check_per_request(
+        sandbox: SandboxServer, redis: RedisServer) -> None:
+    """Behind the shipped HAProxy, which sends a 503 to another replica: with the allow-list on and every check
+    failing, a token whose organisations were known an hour ago is served on that verdict, a new one is refused in
+    a way the balancer does not retry, and no request costs more than one check, however many arrive at once."""
+    redis.flush()
+    known, newcomer, crowd = TENANTS[10], TENANTS[11], TENANTS[12]
+    allowed = ("--allowed-org", str(sandbox.org_id))
+    [warm] = replicas(sandbox, redis, 1, *allowed)
+    try:
+        assert post(warm.url, known).status_code == 200
+    finally:
+        stop([warm], known)
+    with Redis.from_url(redis.url) as client:  # the verdict's 5 minutes are over: what is known of the token stays
+        for key in client.scan_iter("aamcp:*:verdict:*"):
+            client.delete(key)
+    haproxy_binary()
+    fleet = Fleet(sandbox, redis, *allowed)
+    failing = {"error_rate": 1.0, "operations": ["get_current_user", "list_organizations"]}
+    per_request: dict[str, list[int]] = {known: [], newcomer: []}
+    answers: dict[str, list[httpx2.Response]] = {known: [], newcomer: []}
+    try:
+        assert httpx2.put(f"{sandbox.url}/_sandbox/faults", json=failing, timeout=10).status_code == 200
+        for token in (known, newcomer):
+            for _ in range(REQUESTS):
+                before = len(sandbox.state.request_log)
+                answers[token].append(await anyio.to_thread.run_sync(post, fleet.url, token))
+                per_request[token].append(checks_of(sandbox, token, before))
+        before = len(sandbox.state.request_log)
+        crowded: list[int] = []
+        async with anyio.create_task_group() as group:
+            for _ in range(10):
+                group.start_soon(lambda: _append_status(crowded, fleet.url, crowd))
+        crowd_checks = checks_of(sandbox, crowd, before)
+        recalled = sum(_metric(fleet.replica(i), "agent_automation_token_verdicts_recalled_total") for i in range(3))
+    finally:
+        httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}, timeout=10)
+        stderr = [fleet.replica(i).stop() for i in range(3)]
+        fleet.stop()
+    assert [answer.status_code for answer in answers[known]] == [200] * REQUESTS
+    assert recalled >= 1 and any("serving it on what the service said" in text for text in stderr)
+    assert [answer.status_code for answer in answers[newcomer]] == [502] * REQUESTS
+    error = answers[newcomer][0].json()["error"]
+    assert error["data"]["kind"] == "unavailable" and "could not say" in error["message"]
+    assert int(answers[newcomer][0].headers["retry-after"]) >= 1
+    assert max(per_request[known] + per_request[newcomer]) <= 1, per_request  # was 12: 4 tries × 3 attempts
+    assert crowded == [502] * 10 and crowd_checks == 1
+    assert not any(token in text for text in stderr for token in TENANTS)
+
+
+async def _append_status(statuses: list[int], url: str, token: str) -> None:
+    statuses.append((await anyio.to_thread.run_sync(post, url, token)).status_code)
+
+
+def _metric(replica: HttpServer, name: str) -> float:
+    text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name)

@@ -6,7 +6,11 @@ from typing import Any
 
 from starlette.datastructures import Headers
 
-from agent_automation_mcp.remote.organizations import AllowedOrganizations, served_organization
+from agent_automation_mcp.remote.organizations import (
+    UNDECIDED_RETRY_SECONDS,
+    AllowedOrganizations,
+    served_organization,
+)
 
 
 def _decide(served: tuple[int, ...] | None, allowed: tuple[int, ...], named: str | None = None) -> tuple[Any, Any]:
@@ -19,11 +23,12 @@ def test_without_a_list_every_token_goes_on_as_it_came() -> None:
     assert refusal is None and scope["headers"] == []
 
 
-def test_with_a_list_an_undecided_token_is_refused_for_now_not_served() -> None:
+def test_with_a_list_an_undecided_token_is_refused_for_now_not_served_and_not_sent_again_by_a_balancer() -> None:
     refusal, _ = _decide(None, (1,))  # the service could not answer the check
     assert refusal is not None
     status, body, headers = refusal
-    assert status == 503 and body["error"]["kind"] == "unavailable" and headers == {"Retry-After": "5"}
+    assert status == 502  # the shipped balancers send only 503s (a draining replica's) to another replica
+    assert body["error"]["kind"] == "unavailable" and headers == {"Retry-After": str(UNDECIDED_RETRY_SECONDS)}
 
 
 def test_with_a_list_tokens_and_named_organisations_outside_it_are_refused() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from agent_automation_mcp.caching import SharedCache, SharedStore
 from agent_automation_mcp.redis_pool import redis_client
-from agent_automation_mcp.remote.budgets import AddressBudgets, Budget, OverBudget
+from agent_automation_mcp.remote.budgets import AddressBudgets, Budget, OverBudget, network_of
 
 
 def unreachable_redis_url() -> str:
@@ -58,20 +58,29 @@ async def test_a_fetch_that_fails_is_not_remembered_and_the_next_asker_fetches()
 
 
 @pytest.mark.anyio
-async def test_the_budget_holds_per_address_and_in_total_and_says_when_a_check_frees() -> None:
-    budgets = AddressBudgets(SharedStore(), [Budget("strangers", 3, 5, window=2.0), Budget("token", 1)])
-    for _ in range(3):
+async def test_the_budget_holds_per_address_per_network_and_in_total_and_says_when_a_check_frees() -> None:
+    budgets = AddressBudgets(SharedStore(), [Budget("strangers", 2, 3, 8, window=2.0), Budget("token", 1, 1)])
+    for _ in range(2):
         await budgets.spend("strangers", "10.0.0.1")
-    with pytest.raises(OverBudget) as refused:
+    with pytest.raises(OverBudget) as refused:  # the address: 2
         await budgets.spend("strangers", "10.0.0.1")
     assert 1.5 < refused.value.retry_after <= 2.0 and refused.value.purpose == "strangers"
+    await budgets.spend("strangers", "10.0.0.2")
+    with pytest.raises(OverBudget):  # its /24: 3, whichever of its addresses
+        await budgets.spend("strangers", "10.0.0.3")
     await budgets.spend("token", "10.0.0.1")  # each purpose has its own budget
     with pytest.raises(OverBudget):
         await budgets.spend("token", "10.0.0.1")
-    await budgets.spend("strangers", "10.0.0.2")
+    await budgets.spend("strangers", "2001:db8:0:1::1")
+    with pytest.raises(OverBudget):  # an IPv6 /64 is one network, as a /24 is
+        for host in range(2, 5):
+            await budgets.spend("strangers", f"2001:db8:0:1::{host}")
     await budgets.spend("strangers", None)
-    with pytest.raises(OverBudget):  # the total: 5 in the window
-        await budgets.spend("strangers", "10.0.0.3")
+    await budgets.spend("strangers", "10.0.1.1")
+    with pytest.raises(OverBudget):  # the total of the networks nobody vouched for: 8
+        await budgets.spend("strangers", "10.0.2.1")
+    await budgets.vouch("10.0.3.200")  # a token the service accepted came from 10.0.3.0/24
+    await budgets.spend("strangers", "10.0.3.1")  # so the strangers' total does not hold it back
     for _ in range(3):  # the window slides: a check frees up once the wait it names has passed
         try:
             await budgets.spend("strangers", "10.0.0.1")
@@ -80,3 +89,12 @@ async def test_the_budget_holds_per_address_and_in_total_and_says_when_a_check_f
             await anyio.sleep(exc.retry_after)
     else:
         pytest.fail("no check freed after the waits the budget named")
+
+
+def test_budgets_count_networks_of_24_and_64_addresses() -> None:
+    assert network_of("192.0.2.77") == "192.0.2.0/24"
+    assert network_of("2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::/64"
+    assert network_of("::ffff:192.0.2.77") == "192.0.2.0/24"  # IPv4 seen through an IPv6 socket
+    assert network_of(None) == "-" and network_of("unix-socket") == "unix-socket"
+    with pytest.raises(ValueError, match="per network must be at least"):
+        Budget("strangers", 5, 4)

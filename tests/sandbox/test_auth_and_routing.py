@@ -58,6 +58,21 @@ def test_visible_organisations_and_several_tokens(make_sandbox: MakeSandbox) -> 
             assert {101, 102} <= members
 
 
+def test_one_person_may_hold_several_tokens(make_sandbox: MakeSandbox) -> None:
+    sandbox = make_sandbox(tokens=("alice", "bob", "alice-ci"), token_orgs={"alice": (1,)},
+                           token_owners={"alice-ci": "alice"}, visible_orgs=2)
+    for token, user_id in (("alice", 101), ("alice-ci", 101), ("bob", 102)):
+        with client_for(sandbox, token) as api:
+            assert api.get("/v1/users/me").json()["id"] == user_id
+    with client_for(sandbox, "alice-ci") as api:  # her organisations, whichever of her tokens
+        assert [o["id"] for o in api.get("/v1/organizations").json()["items"]] == [1]
+        members = [u["id"] for u in api.get("/v1/organizations/1/users").json()["items"]]
+        assert members.count(101) == 1
+    for owners in ({"alice": "alice-ci"}, {"alice-ci": "carol"}, {"bob": "alice", "alice-ci": "bob"}):
+        with pytest.raises(ValueError, match=r"token_owners|owns none"):
+            make_sandbox(tokens=("alice", "bob", "alice-ci"), token_owners=owners)
+
+
 def test_unknown_routes_and_wrong_methods_answer_like_fastapi(api: httpx2.Client, sandbox: SandboxServer) -> None:
     missing = api.get("/v1/nothing-here")
     assert (missing.status_code, missing.json()) == (404, {"detail": "Not Found"})

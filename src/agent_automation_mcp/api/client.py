@@ -97,12 +97,14 @@ OAuthTokens = Annotated[list[OAuthToken], BeforeValidator(_token_records)]
 @dataclass(frozen=True, slots=True)
 class AgentAutomationClient:
     """Calls the service for one caller. `deadline` (a `time.monotonic()` instant) bounds pacing waits,
-    retries and each request; `bulk` marks trace paging so it leaves room for interactive calls."""
+    retries and each request; `bulk` marks trace paging so it leaves room for interactive calls; `once` sends each
+    request once, never again whatever its end (`ApiTransport.send`)."""
 
     transport: ApiTransport
     credentials: Credentials
     deadline: float | None = None
     bulk: bool = False
+    once: bool = False
 
     # When the credentials name no organisation: finds the one to use, at the first request that needs one.
     organization: Callable[[AgentAutomationClient], Awaitable[int]] | None = field(default=None, repr=False)
@@ -113,6 +115,9 @@ class AgentAutomationClient:
     def as_bulk(self) -> AgentAutomationClient:
         return replace(self, bulk=True)
 
+    def single_attempt(self) -> AgentAutomationClient:
+        return replace(self, once=True)
+
     async def _call(self, name: str, *, path: dict[str, int] | None = None, query: Query | None = None,
                     json: Any = None, model: Any = None) -> Any:
         op = OPERATIONS[name]
@@ -120,7 +125,7 @@ class AgentAutomationClient:
         if "org_id" in op.query:  # a few operations take the organisation in the query, not the path
             query = {**(query or {}), "org_id": require_org_id(credentials)}
         return await self.transport.send(op, credentials, path=path, query=query, json=json,
-                                         deadline=self.deadline, bulk=self.bulk, model=model)
+                                         deadline=self.deadline, bulk=self.bulk, once=self.once, model=model)
 
     async def _credentials_for(self, op: Operation) -> Credentials:
         """The credentials, with the organisation found first if `op` needs one (the table says) and none is set."""

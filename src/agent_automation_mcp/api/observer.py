@@ -19,3 +19,7 @@ class TransportObserver(Protocol):
     def token_checked(self, verdict: bool | None) -> None:
         """The service was asked whether a token is valid: accepted (True), refused (False), no answer (None)."""
         ...
+
+    def verdict_recalled(self) -> None:
+        """A request was served on its token's earlier verdict, the service not answering its check."""
+        ...

@@ -41,7 +41,7 @@ def parse_flag(name: str, value: str) -> bool:
                      f"got {value[:40]!r}")
 
 
-def number_setting(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float, *,
+def number_setting(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float | None, *,
                    minimum: float) -> Any:
     """A numeric setting; a bad value is refused with the variable's name, not a bare conversion error."""
     value = first_set(env, name)

@@ -93,6 +93,7 @@ class _Send:
     buckets: Sequence[str]
     deadline: float | None
     bulk: bool
+    once: bool = False  # one attempt, whatever its end: see `ApiTransport.send`
     retries: int = 0  # after UNSENT, LOST or SERVER_ERROR, with backoff
     rate_limit_retries: int = 0
     attempts: int = 0
@@ -147,15 +148,17 @@ class ApiTransport:
 
     async def send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None = None,
                    query: Query | None = None, json: Any = None, deadline: float | None = None,
-                   bulk: bool = False, model: Any = None) -> Any:
+                   bulk: bool = False, once: bool = False, model: Any = None) -> Any:
         """Send `op` for `credentials` and return the decoded JSON body (read as `model` if given, so a shape
         we cannot read is reported with the status that came with it), or raise an `ApiError`.
 
         Each attempt is paced, sent, classified and settled with the pacer; then it is either sent again
         (`_again`, the retry rule) or answered (`_answer`). Errors quote the service in short excerpts without
-        the caller's token, even when the service echoes it.
+        the caller's token, even when the service echoes it. `once` sends one attempt and never another: for a
+        question whose caller answers a failure itself (the gate's token check), where each retry would be one more
+        request to a service that is failing already.
         """
-        send = self._prepared(op, credentials, path, query, json, deadline, bulk)
+        send = self._prepared(op, credentials, path, query, json, deadline, bulk, once)
         while True:
             receipt = await self._pace(send)
             outcome = await self._attempt(send)
@@ -165,7 +168,7 @@ class ApiTransport:
             send.again_after = outcome.kind
 
     def _prepared(self, op: Operation, credentials: Credentials, path: Mapping[str, int] | None,
-                  query: Query | None, json: Any, deadline: float | None, bulk: bool) -> _Send:
+                  query: Query | None, json: Any, deadline: float | None, bulk: bool, once: bool) -> _Send:
         path_values = dict(path or {})
         if "org_id" in op.path_params:
             path_values["org_id"] = require_org_id(credentials)
@@ -175,7 +178,8 @@ class ApiTransport:
         return _Send(op=op, credentials=credentials, path_values=path_values,
                      params={k: _query_value(v) for k, v in (query or {}).items() if v is not None},
                      json=json, headers={"Authorization": credentials.authorization},
-                     buckets=self.settings.bucket_map.get(op.name, op.buckets), deadline=deadline, bulk=bulk)
+                     buckets=self.settings.bucket_map.get(op.name, op.buckets), deadline=deadline, bulk=bulk,
+                     once=once)
 
     async def _pace(self, send: _Send) -> Receipt | None:
         """Wait until every bucket of the operation has room (within the deadline); the pacer's receipt."""
@@ -243,6 +247,8 @@ class ApiTransport:
     async def _again(self, send: _Send, outcome: _Outcome) -> bool:
         """Whether to send once more, after waiting here: only what `may_send_again` allows, within the bounds."""
         op = send.op
+        if send.once:
+            return False
         if outcome.kind is Kind.MOVED:
             logger.info("%s: %s is not served here; using %s from now on", op.name, op.path, op.fallback_path)
             self._on_fallback.add(op.name)

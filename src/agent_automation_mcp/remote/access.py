@@ -115,7 +115,7 @@ class AccessLog:
                 response: Mapping[str, Any], seconds: float, span: Span | None) -> None:
         status: int = response["status"]
         reason = None
-        if 400 <= status < 500 or status == 503:
+        if 400 <= status < 500 or status in (502, 503):
             reason = call.reason or ("token_refused" if response["token_refused"] else REASONS.get(status, "other"))
         self.metrics.responded(status, reason)
         logging_it = logger.isEnabledFor(logging.INFO)

@@ -43,19 +43,22 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     manager = server.session_manager
     metrics.expect((spec.name for spec in server.tool_specs), server.api_settings.rate_limits,
                    sign_in=remote.auth == "oauth")
-    budgets = AddressBudgets(server.shared, [strangers_budget(remote.token_checks_per_address,
-                                                               remote.token_checks_total),
-                                              token_requests_budget(remote.requests_per_token)])
+    purposes = [strangers_budget(remote.token_checks_per_address, remote.token_checks_per_network,
+                                 remote.token_checks_total), token_requests_budget(remote.requests_per_token)]
+    if remote.auth == "oauth":
+        from .oauth import SignIn, signin_budgets
+
+        purposes += signin_budgets(remote.oauth_signins)
+    budgets = AddressBudgets(server.shared, purposes)
+    verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     sign_in = None
     if remote.auth == "oauth":
-        from .oauth import SignIn
-
-        sign_in = SignIn.from_settings(remote, server.shared,
+        sign_in = SignIn.from_settings(remote, server.shared, verdicts,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
-    verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
                    verdicts=verdicts, sign_in=sign_in, budgets=budgets, max_body_bytes=remote.max_body_bytes)
     mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
+    lifecycle.on_drain.append(server.tasks.reads.end_streams)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "alive"})

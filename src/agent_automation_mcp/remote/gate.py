@@ -8,7 +8,8 @@ refusal in a client's log knows what to send instead.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from starlette.datastructures import Headers
@@ -65,11 +66,13 @@ LISTEN_HINT: Final = ("Send requests with POST; answers, progress and questions 
 
 @dataclass(slots=True)
 class Lifecycle:
-    """Where the replica is in its life, for `/readyz` and for refusing new work while it drains."""
+    """Where the replica is in its life, for `/readyz` and for refusing new work while it drains; and what must end
+    at once when it drains (listen streams, which would otherwise hold it for the whole grace)."""
 
     ready: bool = False
     draining: bool = False
     in_flight: int = 0  # `/mcp` requests being served
+    on_drain: list[Callable[[], None]] = field(default_factory=list)  # called once, on the event loop
 
     @property
     def serving(self) -> bool:

@@ -22,6 +22,7 @@ PACING_BUCKETS: Final = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 # Up to a call's whole budget: most calls take well under a second, `wait_seconds` and paging up to ~55 s.
 CALL_BUCKETS: Final = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0)
 VERDICTS: Final = {True: "accepted", False: "refused", None: "undecided"}
+LISTEN_REFUSALS: Final = ("tenant", "replica")  # why a listen stream was refused: its tenant's cap, the replica's
 
 
 REDIS_STATES = ("reachable", "unreachable", "never reached", "not configured")  # `redis` in /readyz
@@ -70,6 +71,23 @@ class Metrics:
             "agent_automation_token_checks",
             "Questions to the service whether a token is valid, by verdict (accepted, refused, or undecided: "
             "the service could not answer and the request went on).", ("verdict",), registry=self.registry)
+        self.verdicts_recalled = Counter(
+            "agent_automation_token_verdicts_recalled",
+            "Requests served on their token's earlier verdict (from the last day) because the service could not "
+            "answer its check.", registry=self.registry)
+        self.listen_streams = Gauge("agent_automation_listen_streams",
+                                    "Task listen streams (subscriptions/listen) open now on this replica.",
+                                    registry=self.registry)
+        self.listen_streams_limit = Gauge("agent_automation_listen_streams_limit",
+                                          "The most task listen streams one replica holds at once.",
+                                          registry=self.registry)
+        self.listen_refused = Counter(
+            "agent_automation_listen_refused",
+            "Task listen streams refused, by reason: tenant (its tenant, a Codegen user, holds its share of this "
+            "replica's streams) or replica (every stream of this replica is taken).", ("reason",),
+            registry=self.registry)
+        for reason in LISTEN_REFUSALS:  # at 0 from the start, so that rate() sees the first refusal
+            self.listen_refused.labels(reason=reason)
         self.oauth_requests = Counter(
             "agent_automation_oauth_requests",
             "Requests to the sign-in endpoints (authorize, consent, token, register, revoke, metadata), by HTTP status "
@@ -139,6 +157,18 @@ class Metrics:
     def token_checked(self, verdict: bool | None) -> None:
         """The service was asked about a token: accepted (True), refused (False) or no answer (None)."""
         self.token_checks.labels(verdict=VERDICTS[verdict]).inc()
+
+    def verdict_recalled(self) -> None:
+        self.verdicts_recalled.inc()
+
+    def listen_held(self, streams: int, limit: int) -> None:
+        """`streams` task listen streams are open now, of at most `limit`."""
+        self.listen_streams.set(streams)
+        self.listen_streams_limit.set(limit)
+
+    def listen_refused_for(self, reason: str) -> None:
+        """A task listen stream was refused: one of `LISTEN_REFUSALS`."""
+        self.listen_refused.labels(reason=reason).inc()
 
     def exposition(self, redis_state: str) -> bytes:
         """The metrics now; `redis_state` is one of `REDIS_STATES`, as `/readyz` says it."""

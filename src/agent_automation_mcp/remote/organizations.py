@@ -6,8 +6,10 @@ can then spend this server's capacity). Unset: the same, but the server starts s
 a token is served only for the listed organisations it sees: one that sees none of them is refused (403, reason
 `org_not_allowed`) at `/mcp` and on the consent page, and a request naming another organisation
 (`X-Organization-Id`) is refused the same way, told which of the two it is (not served here, or not the token's)
-and which of the token's organisations it may name. While the service cannot say
-which organisations a token sees, the request is refused for now (503), never served unchecked.
+and which of the token's organisations it may name. While the service cannot say which organisations a token sees
+(and no recent verdict says it: `verdicts.py`), the request is refused for now, never served unchecked: 502, which
+the shipped balancers do not send again (they retry only 503, a draining replica's), so a failing check is not
+repeated on every replica.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from .access import note_reason
 from .refusals import Refused, error_body
 
 ORG_NOT_ALLOWED: Final = "org_not_allowed"
-UNDECIDED_RETRY_SECONDS: Final = 5
+UNDECIDED: Final = "undecided"
+# An unanswered check is not asked again before this, by any replica (`verdicts.py`): the wait a refusal names.
+UNDECIDED_RETRY_SECONDS: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +83,13 @@ def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] 
     """With an allowed list (`served`: the listed organisations the token sees; None without a list, or when the
     service could not answer): refuse a token that sees none of them, or a request naming another one (403,
     `org_not_allowed`, saying which and why); a request naming none goes on in the token's one served organisation,
-    if it has one. With a list and no answer, nothing is known of the token's organisations: 503, to be sent again,
-    never served."""
+    if it has one. With a list and no answer, nothing is known of the token's organisations: 502, to be sent again
+    later, never served."""
     if served is None:
         if not organizations.restricted:
             return None
-        return 503, error_body("unavailable", 503, "the service could not say yet which organisations this API token "
+        note_reason(UNDECIDED)
+        return 502, error_body("unavailable", 502, "the service could not say yet which organisations this API token "
                                "belongs to", "Send the request again in a few seconds.",
                                retry_after=UNDECIDED_RETRY_SECONDS), {"Retry-After": str(UNDECIDED_RETRY_SECONDS)}
     named = organization_id(headers)

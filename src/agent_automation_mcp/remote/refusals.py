@@ -21,7 +21,7 @@ Refused = tuple[int, dict[str, Any], Mapping[str, str]]
 # JSON-RPC codes by HTTP status: the implementation-defined server range (-32000 to -32099), except a malformed
 # request, which JSON-RPC names itself.
 RPC_CODES: Final[Mapping[int, int]] = {400: -32600, 401: -32001, 403: -32003, 405: -32005, 408: -32008,
-                                       421: -32021, 429: -32029, 503: -32053}
+                                       421: -32021, 429: -32029, 502: -32052, 503: -32053}
 
 
 def error_body(kind: str, status: int, message: str, hint: str, *,

@@ -1,9 +1,10 @@
 """Running the remote app under uvicorn, with a graceful drain on SIGTERM.
 
 On SIGTERM `/readyz` turns 503 at once (the load balancer stops sending), new `/mcp` requests get 503 (which a
-balancer may send to another replica: manifests/haproxy), while the calls in flight finish, for up to the grace
-period; then the process exits 0. A second signal, or SIGINT, stops at once as uvicorn does. With a metrics port,
-a second listener serves `/metrics` there until the main one has stopped, so the scraper sees the drain.
+balancer may send to another replica: manifests/haproxy), task listen streams end at once (their clients listen
+again elsewhere), while the calls in flight finish, for up to the grace period; then the process exits 0. A second
+signal, or SIGINT, stops at once as uvicorn does. With a metrics port, a second listener serves `/metrics` there
+until the main one has stopped, so the scraper sees the drain.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
     async def on_tick(self, counter: int) -> bool:
+        if self._drain_until is not None and self.lifecycle.on_drain:
+            for hook in self.lifecycle.on_drain:
+                hook()
+            self.lifecycle.on_drain.clear()
         if self._drain_until is not None and not self.should_exit:
             if self.lifecycle.in_flight == 0 and time.monotonic() >= (self._drained_at or 0.0):
                 logger.warning("SIGTERM: drained, exiting")

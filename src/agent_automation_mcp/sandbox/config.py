@@ -71,6 +71,9 @@ class SandboxConfig:
     visible_orgs: int = 1  # org ids org_id .. org_id+visible_orgs-1; org_id+visible_orgs exists but is forbidden
     # The visible organisations each named token's user belongs to; a token not named belongs to all of them.
     token_orgs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # One person's several API tokens: a token named here belongs to the user of the (earlier) token it maps to,
+    # and sees that user's organisations.
+    token_owners: dict[str, str] = field(default_factory=dict)
     faults: Faults = field(default_factory=Faults)
     max_runs: int = 100_000  # agent runs an organisation may create before 402 (plan quota)
     run_error_fraction: float = 0.15  # share of new runs that end in ERROR instead of COMPLETE
@@ -103,6 +106,11 @@ class SandboxConfig:
             if not orgs or not set(orgs) <= set(self.visible_org_ids):
                 raise ValueError(f"a token's organisations must be visible ones ({self.visible_org_ids}), got {orgs}")
         self.token_orgs = {token: tuple(orgs) for token, orgs in self.token_orgs.items()}
+        for token, owner in self.token_owners.items():  # never echo a token
+            if token not in self.tokens or owner not in self.tokens[:self.tokens.index(token)]:
+                raise ValueError("token_owners maps a token to one listed before it (both accepted by the sandbox)")
+            if owner in self.token_owners or token in self.token_orgs:
+                raise ValueError("a token in token_owners has its owner's user: it owns none and has no token_orgs")
         self.rate_limits = {**parse_rate_limits(None), **self.rate_limits}
 
     @property
@@ -115,7 +123,7 @@ class SandboxConfig:
         return tuple(range(self.org_id, self.org_id + self.visible_orgs))
 
     def orgs_of(self, token: str) -> tuple[int, ...]:
-        return self.token_orgs.get(token, self.visible_org_ids)
+        return self.token_orgs.get(self.token_owners.get(token, token), self.visible_org_ids)
 
     @property
     def forbidden_org_id(self) -> int:

@@ -100,6 +100,9 @@ def build_world(config: SandboxConfig) -> World:
     rng = random.Random(f"{config.seed}:world")
     token_user_ids = []
     for index, token in enumerate(config.tokens):
+        if token in config.token_owners:  # another token of a user seeded already
+            world.token_users[token] = world.token_users[config.token_owners[token]]
+            continue
         user = User(ids.token_user_id(index), "sandbox-demo" if index == 0 else f"sandbox-user-{index}",
                     "Sandbox Demo" if index == 0 else f"Sandbox User {index}", role="ADMIN" if index == 0 else "MEMBER",
                     custom_prompt="Prefer small pull requests." if index == 0 else None)
@@ -109,7 +112,8 @@ def build_world(config: SandboxConfig) -> World:
     org_ids = [*config.visible_org_ids, config.forbidden_org_id]
     for k, org_id in enumerate(org_ids):
         accessible = org_id != config.forbidden_org_id
-        in_org = [user_id for token, user_id in zip(config.tokens, token_user_ids, strict=True)
+        owners = [token for token in config.tokens if token not in config.token_owners]
+        in_org = [user_id for token, user_id in zip(owners, token_user_ids, strict=True)
                   if org_id in config.orgs_of(token)]
         members = _seed_members(world, k, len(MEMBERS) if k == 0 else 2)
         org = Organization(org_id, "Sandbox Org" if k == 0 else f"Sandbox Org {k + 1}", in_org + members, accessible,

@@ -31,6 +31,7 @@ from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError
 from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
+from ..tenancy import tenant_key
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.checks import CLOSEST_TO_CANCEL
 from ..tools.mentions import cut_to
@@ -38,7 +39,7 @@ from ..tools.results import label
 from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
 from .listing import MAX_TTL_MS, TaskIndex
-from .notify import MAX_TASKS_PER_STREAM, RunRead, RunReads
+from .notify import MAX_TASKS_PER_STREAM, ListenObserver, RunRead, RunReads
 from .status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
@@ -72,10 +73,11 @@ class RunTasks(Extension):
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, keys: Sequence[str], store: SharedStore, offered_to: Callable[[Any], frozenset[str]]) -> None:
+    def __init__(self, keys: Sequence[str], store: SharedStore, offered_to: Callable[[Any], frozenset[str]],
+                 observer: ListenObserver | None = None) -> None:
         self.offered_to = offered_to  # the tools a request (its headers) is offered: what its messages may name
         self.seal = TaskSeal(keys)
-        self.reads = RunReads(store)
+        self.reads = RunReads(store, observer)
         self.status = RunStatus(store, lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
         self.index = TaskIndex(store)
         self._cancel_asked: SharedCache[bool] = SharedCache(store, "task-cancel", 10_000)
@@ -212,7 +214,7 @@ class RunTasks(Extension):
             return await self._view(ctx, task_id, record, reading, legacy=False)
 
         runs = {task_id: (record.org_id, record.run_id) for task_id, record in records.items()}
-        return await self.reads.stream(ctx, credentials.token_key, runs, view, refresh)
+        return await self.reads.stream(ctx, tenant_key(credentials), runs, view, refresh)
 
     # -- what they share ----------------------------------------------------------------------------------------
 

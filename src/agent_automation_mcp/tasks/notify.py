@@ -7,6 +7,12 @@ bus only, so no stream holds a connection of the pool that pacing, caches and si
 not a Redis failure. A stream sends a task's state when its status changes, so a client hears the end of a run on
 the replica it listens on, whichever replica read it. With nobody polling, the stream reads its runs itself, every
 one and a half `pollIntervalMs` (the reads are the shared ones: no more requests to the service than a poller).
+
+Streams are shared capacity: a replica holds `MAX_STREAMS`, and one tenant (a Codegen user, all its tokens together:
+`tenancy.py`) at most `MAX_TENANT_STREAMS` of them, so it takes 32 tenants at their cap to fill a replica. Each
+refusal is counted by reason, and a tenant reaching its cap (or the replica its total) is logged. A replica that
+drains ends its streams at once, each answered as a stream that ran its course: the client listens again, on
+another replica.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
 from mcp import MCPError
@@ -35,6 +41,7 @@ from mcp.types import (
 )
 
 from ..caching import KEY_PREFIX, SharedStore
+from ..logs import tenant_id
 from .status import POLL_SECONDS
 
 if TYPE_CHECKING:
@@ -43,7 +50,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_STREAMS: Final = 256  # listen streams on tasks held open at once on one replica
-MAX_TENANT_STREAMS: Final = MAX_STREAMS // 8  # of those, held by one token: no tenant takes a replica's streams
+MAX_TENANT_STREAMS: Final = MAX_STREAMS // 32  # of those, held by one tenant: no handful of tenants takes them all
 MAX_TASKS_PER_STREAM: Final = 20
 STREAM_SECONDS: Final = 900.0  # then the stream ends gracefully; the client listens again (no state is lost)
 EVENTS_BUFFERED: Final = 64
@@ -52,6 +59,15 @@ EVENTS_BUFFERED: Final = 64
 SELF_READ_AFTER: Final = 1.5
 RELAY_WAIT: Final = 10.0  # seconds one read of the relay waits for a message: a quiet channel is no failure
 RELAY_PAUSES: Final = (0.5, 30.0)  # the relay's first and longest pause before it tries a lost Redis again
+
+
+class ListenObserver(Protocol):
+    """Sees the listen streams (metrics): how many are open, and why one was refused; never whose."""
+
+    def listen_held(self, streams: int, limit: int) -> None: ...
+
+    def listen_refused_for(self, reason: str) -> None:
+        """`tenant` (its cap) or `replica` (every stream taken)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +94,30 @@ CHANNELS: Final = f"{KEY_PREFIX}:{{org*-run*}}:status-read"  # the pattern every
 class RunReads:
     """Publishes run reads and serves listen streams on tasks; across replicas through the store's Redis."""
 
-    def __init__(self, store: SharedStore) -> None:
+    def __init__(self, store: SharedStore, observer: ListenObserver | None = None) -> None:
         self._store = store
+        self._observer = observer
         self._local = InMemorySubscriptionBus()
         self._origin = secrets.token_hex(8)  # this replica's reads come back from Redis too: the relay skips them
-        self._streams = 0
-        self._tenant_streams: dict[str, int] = {}  # token key -> its streams open here (no entry at 0)
+        self._streams: set[anyio.CancelScope] = set()  # one per open stream: a drain cancels them
+        self._tenant_streams: dict[str, int] = {}  # tenant key -> its streams open here (no entry at 0)
+        self._ending = False
+        self._held()
+
+    def end_streams(self) -> None:
+        """The replica drains: every stream ends now, and any that opens later at once (on the event loop)."""
+        self._ending = True
+        for scope in self._streams:
+            scope.cancel()
+
+    def _held(self) -> None:
+        if self._observer is not None:
+            self._observer.listen_held(len(self._streams), MAX_STREAMS)
+
+    def _refuse(self, reason: str, error: MCPError) -> MCPError:
+        if self._observer is not None:
+            self._observer.listen_refused_for(reason)
+        return error
 
     async def publish(self, event: RunRead) -> None:
         await self._local.publish(event)  # type: ignore[arg-type]  # the bus carries any event; ours is a run read
@@ -155,19 +189,21 @@ class RunReads:
     async def stream(self, ctx: ServerRequestContext[Any, Any], tenant: str, tasks: dict[str, tuple[int, int]],
                      view: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
                      refresh: Callable[[str], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        """One listen stream of `tenant` (a token key): the ack naming the tasks honoured, then each task's state
-        when its status changes, until every task has ended, the client goes, or `STREAM_SECONDS` pass. `tasks`
-        maps a task id to its (organisation, run); `view(task, reading)` is the task as a reading shows it,
-        `refresh(task)` reads it."""
+        """One listen stream of `tenant` (`tenancy.tenant_key`): the ack naming the tasks honoured, then each task's
+        state when its status changes, until every task has ended, the client goes, `STREAM_SECONDS` pass or the
+        replica drains. `tasks` maps a task id to its (organisation, run); `view(task, reading)` is the task as a
+        reading shows it, `refresh(task)` reads it."""
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(INVALID_REQUEST, "subscriptions/listen requires a request id")
-        if self._streams >= MAX_STREAMS:
-            raise MCPError(INTERNAL_ERROR, "Subscription limit reached on this replica: listen again in a moment")
+        if len(self._streams) >= MAX_STREAMS:
+            raise self._refuse("replica", MCPError(
+                INTERNAL_ERROR, "Subscription limit reached on this replica: listen again in a moment"))
         held = self._tenant_streams.get(tenant, 0)
         if held >= MAX_TENANT_STREAMS:
-            raise MCPError(INVALID_REQUEST, f"This API token already listens on {held} streams on this replica (the "
-                           "most one token may): listen on several tasks in one stream, or end one first")
+            raise self._refuse("tenant", MCPError(
+                INVALID_REQUEST, f"You already listen on {held} streams on this replica (the most one user may, "
+                "whichever of their tokens): listen on several tasks in one stream, or end one first"))
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
         last: dict[str, dict[str, Any]] = {}  # what the client was last told of each task
         send, receive = anyio.create_memory_object_stream[RunRead](EVENTS_BUFFERED)
@@ -185,15 +221,25 @@ class RunReads:
                 await ctx.session.send_notification(TaskStatusNotification(params={**state, "_meta": meta}),
                                                     related_request_id=subscription_id)
 
-        self._streams += 1
+        lasting = anyio.CancelScope(deadline=anyio.current_time() + STREAM_SECONDS)
+        if self._ending:
+            lasting.cancel()
+        self._streams.add(lasting)
         self._tenant_streams[tenant] = held + 1
+        self._held()
+        if held + 1 == MAX_TENANT_STREAMS:
+            logger.warning("tenant %s listens on %d streams on this replica, its share: more are refused until one "
+                           "ends", tenant_id(tenant), held + 1)
+        if len(self._streams) == MAX_STREAMS:
+            logger.warning("all %d listen streams of this replica are taken: more are refused until one ends",
+                           MAX_STREAMS)
         unsubscribe = self.subscribe(deliver)
         try:
             honoured = SubscriptionFilter.model_validate({"taskIds": list(tasks)})
             await ctx.session.send_notification(SubscriptionsAcknowledgedNotification(
                 params=SubscriptionsAcknowledgedNotificationParams(notifications=honoured, _meta=meta)),
                 related_request_id=subscription_id)
-            with anyio.move_on_after(STREAM_SECONDS):
+            with lasting:
                 for task_id in tasks:  # where each stands now (a read shared with every poller)
                     await tell(task_id, await refresh(task_id))
                 while any(state["status"] == "working" for state in last.values()):
@@ -208,9 +254,10 @@ class RunReads:
                             await tell(task_id, await refresh(task_id))
         finally:
             unsubscribe()
-            self._streams -= 1
+            self._streams.discard(lasting)
             if (left := self._tenant_streams.pop(tenant) - 1) > 0:
                 self._tenant_streams[tenant] = left
+            self._held()
             send.close()
             receive.close()
         return {"resultType": "complete", "_meta": meta}

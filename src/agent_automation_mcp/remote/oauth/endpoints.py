@@ -2,9 +2,10 @@
 
 `/register` and `/token` are the SDK's own handlers over `SignInProvider`; around them, and around ours, every
 request is bounded to `MAX_BODY_BYTES` and counted against its address's budget for the endpoint (`budgets.py`;
-a token request carrying a live code or refresh token spends nothing), and writes one access line. An error at
-`/authorize` before the client and its redirect URI are known goes to the person in the browser as a page,
-never to an unchecked redirect.
+a token request carrying a live code or refresh token spends nothing), and writes one access line. A token pasted
+on the consent page is checked with the service only as `/mcp` checks one: from the strangers' budget unless it was
+accepted lately, and once, never retried (`verdicts.py`). An error at `/authorize` before the client and its
+redirect URI are known goes to the person in the browser as a page, never to an unchecked redirect.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from ...api.credentials import Credentials
 from ...api.errors import ApiError, AuthenticationError
 from ...api.transport import ApiTransport
 from ..access import SignInAccess, note_reason
-from ..budgets import AddressBudgets, OverBudget
+from ..budgets import OverBudget
 from ..metrics import Metrics
-from ..organizations import ORG_NOT_ALLOWED, AllowedOrganizations
+from ..organizations import ORG_NOT_ALLOWED
 from ..scopes import is_read_only, with_read_only
+from ..verdicts import TokenVerdicts
 from .clients import Clients, SecretHashAuthenticator
 from .consent import ConsentForm, consent_page, error_page, new_nonce, page_headers
 from .documents import is_document_url
@@ -80,16 +82,16 @@ class AuthorizationRequest:
 
 class Endpoints:
     def __init__(self, metadata: ServerMetadata, clients: Clients, grants: Grants, sealer: Sealer,
-                 budgets: AddressBudgets, transport: Callable[[], ApiTransport | None], metrics: Metrics,
-                 organizations: AllowedOrganizations) -> None:
+                 verdicts: TokenVerdicts, transport: Callable[[], ApiTransport | None], metrics: Metrics) -> None:
         self.metadata = metadata
         self.clients = clients
         self.grants = grants
         self.sealer = sealer
-        self.budgets = budgets
+        self.verdicts = verdicts
+        self.budgets = verdicts.budgets
         self.transport = transport
         self.metrics = metrics
-        self.organizations = organizations
+        self.organizations = verdicts.organizations
         provider: Any = SignInProvider(clients, grants)
         self.token_handler = TokenHandler(provider, SecretHashAuthenticator(provider))
         self.registration = RegistrationHandler(provider, ClientRegistrationOptions(enabled=True))
@@ -242,7 +244,7 @@ class Endpoints:
             return await self._approved(asked, self.sealer.open(step["token"]) or "", chosen[0])
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
-        outcome = await self._check_token(token)
+        outcome = await self._check_token(token, request.client.host if request.client else None)
         if isinstance(outcome, Unusable):
             note_reason(outcome.reason)
             return self._form(client, asked, browser, nonce, outcome.message)
@@ -256,8 +258,9 @@ class Endpoints:
                                             service_token=token, org_id=org_id)
         return self._back(asked.redirect_uri, asked.state, code=code)
 
-    async def _check_token(self, token: str) -> Unusable | list[tuple[int, str | None]]:
-        """The organisations the token sees (those this server serves), or why it cannot be used (shown on the page)."""
+    async def _check_token(self, token: str, address: str | None) -> Unusable | list[tuple[int, str | None]]:
+        """The organisations the token sees (those this server serves), or why it cannot be used (shown on the page,
+        the form kept: an unknown token from an address or network with no checks left is not checked yet)."""
         try:
             credentials = Credentials(token)
         except ValueError:
@@ -265,7 +268,14 @@ class Endpoints:
         transport = self.transport()
         if transport is None:
             return Unusable("unavailable", "The server is starting; try again in a moment.")
-        client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS)
+        try:
+            await self.verdicts.spend_unless_known(credentials, address)
+        except OverBudget as exc:
+            return Unusable("rate_limited", "Too many unknown tokens were checked from your network in the last "
+                            f"minute; this one was not checked yet. Try again in {max(1, math.ceil(exc.retry_after))} "
+                            "s.")
+        # Sent once, as `/mcp`'s check: a retry would only add requests to a service that is failing already.
+        client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS).single_attempt()
         try:
             await client.get_current_user()
             page = await client.list_organizations(limit=100)
@@ -280,6 +290,7 @@ class Endpoints:
         served = [(org.id, org.name) for org in page.items if self.organizations.allows(org.id)]
         if not served:
             return Unusable(ORG_NOT_ALLOWED, self.organizations.refusal)
+        await self.verdicts.remember_accepted(credentials, address)
         return served
 
     async def _checked_client(self, client_id: str | None, redirect_uri: str | None

@@ -22,11 +22,11 @@ from starlette.types import Scope
 
 from ...api.transport import ApiTransport
 from ...caching import SharedStore
-from ...config import RemoteSettings
+from ...config import ADDRESSES_PER_NETWORK, RemoteSettings
 from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER
-from ..budgets import AddressBudgets, Budget
+from ..budgets import Budget
 from ..metrics import Metrics
-from ..organizations import AllowedOrganizations, served_organization
+from ..organizations import served_organization
 from ..refusals import Refused, error_body
 from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
@@ -43,32 +43,35 @@ from .tokens import TokenSeal
 logger = logging.getLogger(__name__)
 
 # Requests per sign-in, per endpoint: one registration, two or three consent requests (the page, the form,
-# perhaps the choice of organisation), one token request plus refreshes. Registrations also have a total.
+# perhaps the choice of organisation), one token request plus refreshes; a network, two addresses' worth.
+# Registrations also have a total over the networks nobody vouched for (`budgets.py`): each one is stored for up to
+# an hour (`clients.py`), so the total bounds what strangers can make Redis hold; it takes six networks at their
+# own bound to spend it, and none the company works from is held to it.
 PER_SIGNIN: Final = {"register": 1, "authorize": 3, "token": 3, "revoke": 3}
-REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 6  # × --oauth signins: 60 a minute by default, every address together
+REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 12  # × --oauth signins: 120 a minute by default, ≤ 7,200 pending at once
 
 
 def signin_budgets(signins: int) -> list[Budget]:
     """The sign-in endpoints' budgets, sized to fit `signins` sign-ins per address and minute."""
-    return [Budget(endpoint, per * signins,
+    return [Budget(endpoint, per * signins, ADDRESSES_PER_NETWORK * per * signins,
                    REGISTRATIONS_TOTAL_PER_SIGNIN * signins if endpoint == "register" else None)
             for endpoint, per in PER_SIGNIN.items()]
 
 
 class SignIn:
     def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, state_keys: Sequence[str],
-                 budgets: AddressBudgets, transport: Callable[[], ApiTransport | None], metrics: Metrics,
-                 organizations: AllowedOrganizations, trusted_client_hosts: tuple[str, ...] = ()) -> None:
+                 verdicts: TokenVerdicts, transport: Callable[[], ApiTransport | None], metrics: Metrics,
+                 trusted_client_hosts: tuple[str, ...] = ()) -> None:
         self.metadata = metadata
         self.store = store
         self.grants = Grants(store, sealer, TokenSeal(state_keys, metadata.resource))
         self.clients = Clients(state_keys, metadata.resource, store, MetadataDocuments(store, trusted_client_hosts))
-        self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, budgets, transport, metrics,
-                                   organizations)
+        self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, verdicts, transport, metrics)
 
     @classmethod
-    def from_settings(cls, remote: RemoteSettings, shared: SharedStore,
+    def from_settings(cls, remote: RemoteSettings, shared: SharedStore, verdicts: TokenVerdicts,
                       transport: Callable[[], ApiTransport | None], metrics: Metrics) -> SignIn:
+        """`verdicts` holds the budgets, `signin_budgets` among them, and the allowed organisations."""
         public_url = cls.check(remote)
         if remote.oauth_keys:
             sealer = Sealer(remote.oauth_keys)
@@ -76,9 +79,8 @@ class SignIn:
             logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
                            "this process (fine on loopback; set the keys so they outlive a restart)")
             sealer = Sealer.ephemeral()
-        return cls(ServerMetadata(public_url), create_store(shared), sealer, remote.state_keys,
-                   AddressBudgets(shared, signin_budgets(remote.oauth_signins)), transport, metrics,
-                   AllowedOrganizations.of(remote.allowed_orgs), remote.oauth_trusted_client_hosts)
+        return cls(ServerMetadata(public_url), create_store(shared), sealer, remote.state_keys, verdicts, transport,
+                   metrics, remote.oauth_trusted_client_hosts)
 
     @staticmethod
     def check(remote: RemoteSettings) -> str:
