@@ -65,15 +65,19 @@ R = TypeVar("R")
 
 
 def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Validate arguments against their annotations and refuse bad ones before any request goes out."""
-    validated = validate_call(method)
+    """Validate arguments against their annotations and refuse bad ones before any request goes out. The validator
+    is built at a method's first call: a server that starts pays only for the methods its calls use."""
     signature = inspect.signature(method)
+
+    @functools.cache
+    def validated() -> Callable[..., Awaitable[R]]:
+        return validate_call(method)
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         named = signature.bind(*args, **kwargs).arguments  # so errors name the argument, not its position
         try:
-            return await validated(**named)
+            return await validated()(**named)
         except ValidationError as exc:  # responses are read by the transport, so this is about the arguments
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             raise InvalidRequestError(f"{method.__name__}: {problems}", details=exc.errors(include_url=False),
