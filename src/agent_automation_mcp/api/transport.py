@@ -139,8 +139,12 @@ class ApiTransport:
 
     @property
     def _http(self) -> httpx2.AsyncClient:
-        """Made at the first request: making it imports the HTTP/1.1 client library and loads the system's CA
-        certificates, a good part of a start-up that only lists the tools (a host starting a session) would not use."""
+        return self.open()
+
+    def open(self) -> httpx2.AsyncClient:
+        """The HTTP client, made at the first request unless asked for earlier: making it imports the HTTP/1.1
+        client library and loads the system's CA certificates, a good part of a start-up that only lists the tools
+        (a host starting a stdio session). HTTP serving asks for it before the replica says it is ready."""
         if self._client is None:
             self._client = httpx2.AsyncClient(
                 base_url=self.settings.base_url,
