@@ -142,9 +142,11 @@ class ApiTransport:
         return self.open()
 
     def open(self) -> httpx2.AsyncClient:
-        """The HTTP client, made at the first request unless asked for earlier: making it imports the HTTP/1.1
+        """The HTTP client, made at the first send unless asked for earlier: making it imports the HTTP/1.1
         client library and loads the system's CA certificates, a good part of a start-up that only lists the tools
-        (a host starting a stdio session). HTTP serving asks for it before the replica says it is ready."""
+        (a host starting a stdio session). HTTP serving asks for it before the replica says it is ready. A send
+        asks for it before it is paced: made between the pacer's stamp and the request (0.3 s here), it would
+        have the service count the request later than the pacer does, and a window's worth could meet a 429."""
         if self._client is None:
             self._client = httpx2.AsyncClient(
                 base_url=self.settings.base_url,
@@ -171,6 +173,7 @@ class ApiTransport:
         the caller's token, even when the service echoes it.
         """
         send = self._prepared(op, credentials, path, query, json, deadline, bulk)
+        self.open()  # before pacing (see open)
         while True:
             receipt = await self._pace(send)
             outcome = await self._attempt(send)
