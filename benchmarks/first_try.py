@@ -1,4 +1,4 @@
-"""Twenty requests a user types, each answered only from what tools/list says, run against the sandbox (issue 19).
+"""Requests a user types, each answered only from what tools/list says, run against the sandbox (issues 19, 33).
 
     .venv/bin/python benchmarks/first_try.py [--before SRC] [--write docs/benchmarks.md]
 
@@ -8,7 +8,8 @@ With `--before SRC` the same runs on another source tree's code (e.g. `git archi
 Each plan reads the listed tools (descriptions, schemas, instructions) to choose its calls, as a model would, then
 judges the answer it can give the user: fully right (true, complete, no effect claimed that the service did not
 report), or not. Where the tools list says the service cannot tell (who started a run, a pull request's draft
-state, where a sandbox id comes from), telling the user so is the right answer.
+state, where a sandbox id comes from), telling the user so is the right answer; where it says nothing, the model
+guesses, which is wrong even when the guess happens to be true.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import httpx2
 from mcp import Client
 from report import before_and_after
 
@@ -45,6 +47,15 @@ class Model:
 
     def param(self, tool: str, name: str) -> dict[str, Any] | None:
         return self.tools[tool].input_schema.get("properties", {}).get(name)
+
+    def told(self, phrase: str) -> str | None:
+        """The tool whose description (or an argument's) says `phrase`, if any: where a model learns it."""
+        for name, tool in self.tools.items():
+            described = [self.says(name), *(" ".join(str(p.get("description", "")).split())
+                                            for p in tool.input_schema.get("properties", {}).values())]
+            if any(phrase in text for text in described):
+                return name
+        return None
 
     async def call(self, tool: str, **args: Any) -> tuple[dict[str, Any], str, bool]:
         self.calls += 1
@@ -125,7 +136,7 @@ async def requests(model: Model, started: list[int]) -> list[tuple[str, bool, st
 
     # 10: the answer is true either way; what the tools list changes is whether the model knows to say first that
     # the service does not tell, before spending a call per user.
-    told = "who started" in model.says("list_agent_runs")
+    told = model.told("who started") is not None
     before = model.calls
     users, _, _ = await model.call("list_users", limit=100)
     owner = None
@@ -186,6 +197,83 @@ async def requests(model: Model, started: list[int]) -> list[tuple[str, bool, st
     return out
 
 
+async def faithful(model: Model, sandbox_url: str) -> list[tuple[str, bool, str]]:
+    """Issue 33: what the service sends reaches the answer; what it never sends is said, not guessed."""
+    out: list[tuple[str, bool, str]] = []
+
+    # 21-22: a tag written at creation, found again later
+    tag = {"ticket": "OPS-12"}
+    created, _, _ = await model.call("create_agent_run", prompt="Fix OPS-12: the login test", repo_id=201,
+                                     metadata=tag)
+    await model.call("create_agent_run", prompt="Fix OPS-13", repo_id=201, metadata={"ticket": "OPS-13"})
+    read, text, _ = await model.call("get_agent_run", agent_run_id=created["id"])
+    out.append(("Start an agent on web-app for ticket OPS-12 and tag it; show me the tag", read.get("metadata") == tag,
+                f"get_agent_run reads back metadata {read['metadata']}" if read.get("metadata") == tag
+                else "the run's result has no metadata: the tag is write-only"))
+    if model.param("list_agent_runs", "metadata"):
+        data, text, _ = await model.call("list_agent_runs", metadata=tag)
+    else:  # the best a model can do: read the runs and look for the tag
+        data, text, _ = await model.call("list_agent_runs", limit=100)
+        data = {"runs": [r for r in data["runs"] if r.get("metadata") == tag]}
+        text = f"scanned 100 runs for the tag: {len(data['runs'])} found"
+    out.append(("Which run was OPS-12?", [r["id"] for r in data["runs"]] == [created["id"]], text))
+
+    # 23: a setup-commands run told apart from any other
+    setup, _, _ = await model.call("generate_setup_commands", repo_id=202)
+    data, text, _ = await model.call("get_agent_run", agent_run_id=setup["agent_run_id"])
+    right = data.get("source_type") == "SETUP_COMMANDS"
+    out.append((f"What started run {setup['agent_run_id']}: a person, or setup commands?", right,
+                f"source_type {data['source_type']}" if right else "nothing in the result says: the model guesses"))
+
+    # 24: a pull request's title and branch
+    data, text, _ = await model.call("get_agent_run", agent_run_id=401)
+    pr = data["pull_requests"][0]
+    right = bool(pr.get("title")) and bool(pr.get("head_branch_name"))
+    out.append(("What is the title and branch of run 401's pull request?", right,
+                f"title and head_branch_name {pr.get('head_branch_name')}" if right else "neither is in the result"))
+
+    # 25: which run opened a pull request, once a review run has joined it
+    async with httpx2.AsyncClient(base_url=sandbox_url) as control:
+        await control.post("/_sandbox/runs", json={"pull_request_id": 301, "source_type": "GITHUB_PR_REVIEW",
+                                                   "log_entries": 3})
+    data, text, _ = await model.call("list_agent_runs", pull_request="sandbox-org/web-app#1")
+    note = data.get("note") or ""
+    right = "only run 401 was created at or before it" in note
+    out.append(("Which run opened PR sandbox-org/web-app#1?", right,
+                note[note.find("the service"):] if right else
+                f"{len(data['runs'])} runs attached and nothing says which opened it: the model guesses the oldest"))
+
+    # 26: an organisation's settings
+    data, text, _ = await model.call("list_organizations")
+    right = all("enable_pr_creation" in (org.get("settings") or {}) for org in data["organizations"])
+    out.append(("May agents open pull requests in my organisation?", right,
+                "settings.enable_pr_creation in the result" if right else "the organisation's settings are dropped"))
+
+    # 27: what an integration is connected to
+    data, text, _ = await model.call("list_integrations")
+    github = next(i for i in data["integrations"] if i["integration_type"] == "github")
+    right = bool((github.get("metadata") or {}).get("account"))
+    out.append(("Which GitHub account is our GitHub integration connected to?", right,
+                "the integration's metadata names it" if right else "the integration's metadata is dropped"))
+
+    # 28-35: what the service never reports; right is saying so, wrong is guessing from silence
+    unreported = [
+        ("What prompt was run 405 started with?", "its prompt"),
+        ("Which model did run 401 use?", "model, agent type"),
+        ("When did run 401 finish, and how long did it take?", "or end time"),
+        ("Which repository was run 408 working on? (it opened no pull request)", "repository (see its pull"),
+        ("What did run 409 cost?", "cost, resume"),
+        ("Are CI checks banned on the pull request of run 402?", "whether its checks are banned"),
+        ("List the open pull requests of web-app", "no repository's pull requests"),
+        ("How many agent runs are left on our plan this month?", "the plan's run quota"),
+    ]
+    for request, phrase in unreported:
+        where = model.told(phrase)
+        out.append((request, where is not None, f"told the user the service does not report it ({where})" if where
+                    else "no tool says the service does not report it: the model guesses"))
+    return out
+
+
 async def off_toolset(api: ApiSettings) -> tuple[str, bool, str]:
     async with Client(build_server(api, ServerSettings())) as client:
         text = client.instructions or ""
@@ -205,17 +293,21 @@ async def measure() -> list[tuple[str, bool, str]]:
                        for i in range(3)]
             await model.call("set_webhook", url="https://hooks.example.com/0", secret="first")
             rows = await requests(model, started)
+            rows += await faithful(model, sandbox.url)
         rows.insert(12, await off_toolset(api))
     return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
 
 
 def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str:
     names = list(columns)
-    lines = ["## First try: twenty requests", "",
+    count = len(columns[names[-1]])
+    lines = ["## First try: requests a user types", "",
              f"Produced by `{command}`: a scripted model that reads only `tools/list` (descriptions, schemas, the "
-             "instructions) picks the calls for each of twenty requests people type, runs them against the sandbox "
+             f"instructions) picks the calls for each of {count} requests people type, runs them against the sandbox "
              "and judges the answer it could give: **right** when it is true and complete and claims no effect the "
-             "service did not report (where the tools list says the service cannot tell, saying so is right).", "",
+             "service did not report (where the tools list says the service cannot tell, saying so is right; where "
+             "it says nothing, a guess is wrong even when it happens to be true). Requests 21 on are issue 33's: "
+             "what the service sends reaches the answer, and what it never reports is said.", "",
              f"| # | request | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}"]
     for index, request in enumerate(row[0] for row in columns[names[-1]]):
         cells = [f"{'right' if rows[index][1] else '**wrong**'}: {rows[index][2].replace('|', '/')}"

@@ -142,9 +142,9 @@ def bare_server(env: Mapping[str, str], base_url: str, org_id: int, *args: str) 
                                          str(port), "--base-url", base_url, "--org-id", str(org_id), *args], port, env)
 
 
-def redis_server() -> ServerProcess:
-    """A private redis-server without persistence."""
-    port = free_port()
+def redis_server(port: int | None = None) -> ServerProcess:
+    """A private redis-server without persistence (on `port`: started again there, it is empty)."""
+    port = port or free_port()
     return ServerProcess("redis-server", [shutil.which("redis-server") or "redis-server", "--port", str(port),
                                           "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], port)
 

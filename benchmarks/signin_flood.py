@@ -81,8 +81,8 @@ async def flood(count: int, send: Any) -> tuple[Counter[int], float]:
     return statuses, time.monotonic() - started
 
 
-def sign_in(origin: str) -> tuple[str, str]:
-    """The person's client id and refresh token, through the consent page as a browser posts it."""
+def sign_in(origin: str, token: str = PERSON) -> tuple[str, dict[str, Any]]:
+    """A person's client id and tokens, registered and through the consent page as a browser posts it."""
     with httpx2.Client(timeout=30) as http:
         client_id = http.post(f"{origin}/register", json={"redirect_uris": [REDIRECT_URI],
                                                           "token_endpoint_auth_method": "none"}).json()["client_id"]
@@ -93,12 +93,12 @@ def sign_in(origin: str) -> tuple[str, str]:
             "code_challenge": challenge, "code_challenge_method": "S256"}))
         fields = {name: unescape(value) for name, value in
                   re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page.text)}
-        answer = http.post(f"{origin}/authorize", data={**fields, "token": PERSON, "action": "approve"})
+        answer = http.post(f"{origin}/authorize", data={**fields, "token": token, "action": "approve"})
         code = parse_qs(urlsplit(answer.headers["location"]).query)["code"][0]
         tokens = http.post(f"{origin}/token", data={"grant_type": "authorization_code", "code": code,
                                                     "code_verifier": verifier, "client_id": client_id,
                                                     "redirect_uri": REDIRECT_URI}).json()
-    return client_id, tokens["refresh_token"]
+    return client_id, tokens
 
 
 def stored_bytes(connection: Redis) -> int:
@@ -132,7 +132,8 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
                                                for i, r in enumerate(replicas)}})
         stack.callback(balancer.stop)
         time.sleep(2.5)  # HAProxy's health checks mark the replicas up
-        client_id, refresh_token = sign_in(origin)
+        client_id, tokens = sign_in(origin)
+        refresh_token = tokens["refresh_token"]
         connection = Redis.from_url(f"redis://127.0.0.1:{redis.port}/0")
         stack.callback(connection.close)
         before = stored_bytes(connection)

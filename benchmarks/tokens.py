@@ -1,20 +1,23 @@
-"""What a conversation pays in context: the default `tools/list`, and the sandbox's seeded 250-entry trace.
+"""What a conversation pays in context: the default `tools/list`, the sandbox's seeded 250-entry trace and digests.
 
     .venv/bin/python benchmarks/tokens.py [--before SRC] [--write docs/benchmarks.md]
 
 The SDK's `Client` in memory against our server, which talks to a sandbox over loopback. The trace (run 409, the
-seeded long trace) is read page by page (100 entries); text is what a host that shows a model only the content
-blocks passes on (the summary and the text after it), structured is the structured content's compact JSON.
-Tokens are chars / 4. With `--before SRC` the same is measured on another source tree's code (e.g. `git archive
-main src | tar -x -C /tmp/main`), in a process of its own.
+seeded long trace) is read page by page (100 entries), and whole with `all_pages` (as many calls as it takes); a
+digest (`digest: true`) is made of it and of a 10,000-entry fixture run. Text is what a host that shows a model
+only the content blocks passes on (the summary and the text after it), structured is the structured content's
+compact JSON. Tokens are chars / 4. With `--before SRC` the same is measured on another source tree's code (e.g.
+`git archive main src | tar -x -C /tmp/main`), in a process of its own; a tree without digests reports none.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
+import httpx2
 from mcp import Client
 from report import before_and_after
 
@@ -25,46 +28,82 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 
 LONG_RUN = 409  # the sandbox's seeded run with a long trace (`large_run_log_entries`, 250)
-LIMITS = "standard=100000/30s,logs=100000/60s"  # far above what this reads: nothing waits
+LONGEST = 10_000  # entries of the fixture run the second digest reads
+LIMITS = "standard=100000/30s,logs=100000/60s"  # far above what this reads, here and in the sandbox: nothing waits
 
 
 def _chars(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
-async def measure() -> dict[str, int]:
-    async with SandboxServer(SandboxConfig()) as sandbox:
-        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
-                          rate_limits=parse_rate_limits(LIMITS))
+def _text(result: Any) -> int:
+    return sum(len(block.text) for block in result.content if block.type == "text")
+
+
+async def _read(client: Client, arguments: dict[str, Any]) -> tuple[int, int, int, int]:
+    """Calls from skip 0 to the end of the trace: (calls, entries, text chars, structured chars)."""
+    calls = entries = text = structured = 0
+    skip: int | None = 0
+    while skip is not None:
+        result = await client.call_tool("get_agent_run_logs", {**arguments, "skip": skip})
+        page: Any = result.structured_content
+        calls, entries, text = calls + 1, entries + len(page["entries"]), text + _text(result)
+        structured += _chars(page)
+        skip = page["next_skip"]
+    return calls, entries, text, structured
+
+
+async def _digest(client: Client, run_id: int) -> int | None:
+    """The digest's text in chars, or None where the code has no digest (the tool refuses the argument)."""
+    result = await client.call_tool("get_agent_run_logs", {"agent_run_id": run_id, "digest": True})
+    return None if result.is_error else _text(result)
+
+
+async def measure() -> dict[str, Any]:
+    limits = parse_rate_limits(LIMITS)
+    async with SandboxServer(SandboxConfig(rate_limits=limits)) as sandbox:
+        longest = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"log_entries": LONGEST}).json()["id"]
+        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url, rate_limits=limits)
         async with Client(build_server(api, ServerSettings())) as client:
             listed = await client.list_tools()
             tools = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in listed.tools]
-            found = {"list": _chars(tools), "output_schemas": sum(_chars(t.get("outputSchema")) for t in tools),
-                     "entries": 0, "text": 0, "structured": 0}
-            skip: int | None = 0
-            while skip is not None:
-                result = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "skip": skip})
-                page: Any = result.structured_content
-                found["entries"] += len(page["entries"])
-                found["text"] += sum(len(block.text) for block in result.content if block.type == "text")
-                found["structured"] += _chars(page)
-                skip = page["next_skip"]
+            found: dict[str, Any] = {"list": _chars(tools),
+                                     "output_schemas": sum(_chars(t.get("outputSchema")) for t in tools)}
+            _, found["entries"], found["text"], found["structured"] = await _read(client, {"agent_run_id": LONG_RUN})
+            found["whole_calls"], _, found["whole_text"], _ = await _read(client, {"agent_run_id": LONG_RUN,
+                                                                                   "all_pages": True})
+            found["digest"] = await _digest(client, LONG_RUN)
+            found["digest_longest"] = await _digest(client, longest)
     return found
 
 
-def render(rows: dict[str, dict[str, int]], command: str) -> str:
+def _tokens(chars: int | None) -> str:
+    return "none" if chars is None else f"{chars // 4:,}"
+
+
+def render(rows: dict[str, dict[str, Any]], command: str) -> str:
+    # This tree's figures (imported here: a measurement of an older tree runs without these modules).
+    from agent_automation_mcp.tools.trace_digest import DIGEST_TOKENS
+    from agent_automation_mcp.tools.trace_text import FOLD_CHARS, REPEAT_CHARS
+
     lines = ["## Context cost: tools/list and traces", "",
              f"Produced by `{command}`: the SDK's `Client` in memory against the server, which talks to a sandbox "
-             f"over loopback. The seeded 250-entry trace (run {LONG_RUN}) is read page by page (100 entries). "
-             "**text**: what a host that shows a model only the content blocks passes on (the one-line summary and "
-             "the text after it); **structured**: the structured content's compact JSON. Tokens are chars / 4; "
-             "`tools/list` is the default toolsets' list, compact JSON.",
-             "", "| code | tools/list | of it output schemas | trace: tokens per entry, text | structured |",
-             "|---|---|---|---|---|"]
+             f"over loopback. The seeded 250-entry trace (run {LONG_RUN}) is read page by page (100 entries), and "
+             "whole with `all_pages` (one call returns about 60,000 characters of structured content at most, so it "
+             f"takes more than one); its digest and that of a {LONGEST:,}-entry fixture run (`digest: true`, the rate "
+             "limits far above what they read, so each reads its whole trace). **text**: what a host that shows a "
+             "model only the content blocks passes on (the one-line summary and the text after it); **structured**: "
+             "the structured content's compact JSON. Tokens are chars / 4; `tools/list` is the default toolsets' "
+             f"list, compact JSON. Sizes do not depend on load (1-minute load average {os.getloadavg()[0]:.1f}).",
+             "", "| code | tools/list | of it output schemas | trace: tokens per entry, text | structured | whole "
+             f"250-entry trace, text (all_pages) | digest, 250 entries | digest, {LONGEST:,} entries |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
         lines.append(f"| {name} | {row['list']:,} chars ≈ {row['list'] // 4:,} tokens | {row['output_schemas']:,} "
                      f"chars | {row['text'] / 4 / row['entries']:.1f} ({row['text'] // 4:,} tokens for "
-                     f"{row['entries']}) | {row['structured'] / 4 / row['entries']:.1f} |")
+                     f"{row['entries']}) | {row['structured'] / 4 / row['entries']:.1f} | "
+                     f"{row['whole_text'] // 4:,} tokens ({row['whole_calls']} calls) | {_tokens(row['digest'])} | "
+                     f"{_tokens(row['digest_longest'])} |")
     lines += [
         "", "### Reading the numbers", "",
         "- `tools/list`: a definition used once is written where it is used; input schemas keep every bound and "
@@ -77,11 +116,19 @@ def render(rows: dict[str, dict[str, int]], command: str) -> str:
         "content blocks, and the protocol asks for it for clients that ignore structured content. It is cheap "
         "to make: in a py-spy profile of `get_agent_run` over HTTP at concurrency 10, building the result "
         "(`tools/results.py`) took 2.6 % of the server's samples.",
-        "- A trace page's text keeps every field of every entry and of the page (a test checks each value of the "
-        "seeded trace is in its entry's line): the field names are said once in a legend line, objects are "
-        "written `key=value`, times to the second (the structured content keeps them whole) with the date when it "
-        "changes. Long values are trimmed as "
-        "before (`--max-field-chars`); the seeded trace has none that long, so trimming plays no part here.",
+        "- A trace page's text keeps every value of every entry (a test checks each value of the seeded trace is "
+        "in its entry's line, or in the line its `#N` names): the field names are said once in a legend line, "
+        "objects are written `key=value`, times to the second (`:SS` within the minute of the line above; the "
+        "structured content keeps them whole); the page's fields the summary says, and nulls, are not written "
+        f"again; a value of {REPEAT_CHARS} characters or more that an earlier line of the same result holds in "
+        "the same field is written `#N` (that line's skip). The seeded trace repeats much (a run's commands, "
+        "outputs and messages recur), which is most of the saving; its values are all under "
+        f"{FOLD_CHARS} characters, so folding plays no part here (in a real trace, tool outputs of up to "
+        f"`--max-field-chars` are folded to {FOLD_CHARS} in a page of several entries).",
+        f"- A digest's text is bounded by construction (each line has a share of {DIGEST_TOKENS} tokens and shows "
+        "the items "
+        "that fit); `tests/tools/test_trace_digest.py` checks the bound on the seeded traces, 10,000 entries and "
+        "the worst text a trace can hold.",
     ]
     return "\n".join([*lines, ""])
 

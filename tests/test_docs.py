@@ -11,12 +11,14 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 import pytest
 
 from agent_automation_mcp.cli import PROG, build_parser
+from agent_automation_mcp.tools.answers import ANSWERS, NOT_REPORTED, WRITTEN
 from catalogue import CASES
 
 ROOT: Final = Path(__file__).parents[1]
@@ -27,6 +29,10 @@ PAGES: Final = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "REL
                         *(ROOT / "docs").glob("*.md")])
 BEGIN: Final = "<!-- flags: generated from the CLI's parser by UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py -->"
 END: Final = "<!-- end of the generated flags -->"
+TOOLS: Final = ROOT / "docs" / "tools.md"
+ANSWERS_BEGIN: Final = ("<!-- answers: generated from tools/answers.py by UPDATE_DOCS=1 .venv/bin/pytest "
+                        "tests/test_docs.py -->")
+ANSWERS_END: Final = "<!-- end of the generated answers -->"
 
 
 def _cell(text: str) -> str:
@@ -56,14 +62,58 @@ def flags_reference() -> str:
     return "\n".join([BEGIN, *lines, "", END])
 
 
-def test_the_flags_reference_is_the_parsers() -> None:
-    text = CONFIGURATION.read_text()
-    generated = flags_reference()
-    current = text[text.index(BEGIN):text.index(END) + len(END)]
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def answers_reference() -> str:
+    """What results leave out and why, what a tool reads only to find something, where what a user writes is read
+    back, and what the service never reports: `tools/answers.py` as tables."""
+    left_out: dict[tuple[str, str], list[str]] = {}  # (fields, why) -> tools
+    lookups: list[str] = []
+    for tool, declared in ANSWERS.items():
+        by_reason: dict[str, list[str]] = {}
+        for operation, answer in declared.items():
+            for name, why in answer.left_out.items():
+                by_reason.setdefault(why, [])
+                if name not in by_reason[why]:
+                    by_reason[why].append(name)
+            if answer.read_for:
+                lookups.append(f"| `{tool}` | `{operation}` | {_cell(answer.read_for)} |")
+        for why, names in by_reason.items():
+            left_out.setdefault((_names(names), why), []).append(tool)
+    lines = [ANSWERS_BEGIN, "", "| Tool | Field of the service's answer | Why the result leaves it out |",
+             "|---|---|---|",
+             *(f"| {_names(tools)} | {names} | {_cell(why)} |" for (names, why), tools in left_out.items()), "",
+             "Operations a tool reads only to find something, whose answer is not its result:", "",
+             "| Tool | Reads | For |", "|---|---|---|", *lookups, "",
+             "### What you write, and where to read it back", "",
+             "| Tool | Argument | Read back by |", "|---|---|---|",
+             *(f"| `{tool}` | `{argument}` | {_cell(where)} |" for tool, written in WRITTEN.items()
+               for argument, where in written.items()), "",
+             "### What the service does not report", "",
+             "Said where a model looks for it, so that it answers \"not reported\" rather than guess:", "",
+             "| About | Not reported, in the description's words | Said by |", "|---|---|---|",
+             *(f"| {gap.about} | \"{_cell(gap.said)}\" | `{gap.tool}` |" for gap in NOT_REPORTED), "", ANSWERS_END]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(("page", "begin", "end", "generate"), [
+    (CONFIGURATION, BEGIN, END, flags_reference), (TOOLS, ANSWERS_BEGIN, ANSWERS_END, answers_reference)],
+    ids=["flags", "answers"])
+def test_the_generated_references_are_their_sources(page: Path, begin: str, end: str,
+                                                    generate: Callable[[], str]) -> None:
+    text = page.read_text()
+    generated = generate()
+    current = text[text.index(begin):text.index(end) + len(end)]
     if os.environ.get("UPDATE_DOCS") == "1":
-        CONFIGURATION.write_text(text.replace(current, generated))
+        page.write_text(text.replace(current, generated))
         current = generated
-    assert current == generated, "docs/configuration.md drifted from the CLI: run UPDATE_DOCS=1 on tests/test_docs.py"
+    assert current == generated, f"{page.name} drifted from its source: run UPDATE_DOCS=1 on tests/test_docs.py"
+
+
+def test_the_flags_reference_names_every_command() -> None:
+    generated = flags_reference()
     assert "`--toolsets TOOLSETS`" in generated and "### `agent-automation-mcp sandbox`" in generated
 
 
@@ -126,7 +176,8 @@ def test_relative_links_resolve() -> None:
 
 
 def test_the_tools_page_has_a_row_per_tool_in_listing_order() -> None:
-    rows = re.findall(r"^\| `(\w+)`(?: \(opt-in\))? \| `(\w+)` \|", (ROOT / "docs" / "tools.md").read_text(), re.M)
+    table = TOOLS.read_text().split("\n## ")[1]  # the page's first section: its tools
+    rows = re.findall(r"^\| `(\w+)`(?: \(opt-in\))? \| `(\w+)` \|", table, re.M)
     assert rows == [(case.toolset, case.name) for case in CASES]
 
 

@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -48,6 +49,7 @@ from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import REDIS_STATES, Metrics
 from agent_automation_mcp.remote.oauth import SignIn
 from agent_automation_mcp.server import build_server
+from pacing.redis_server import RedisServer
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 MANIFESTS: Final = ROOT / "manifests"
@@ -548,7 +550,8 @@ def test_every_rendered_document_is_valid_kubernetes(rendered_base: list[dict[st
     assert sorted(document["kind"] for document in rendered_base) == [
         "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret",
         "Secret", "Secret", "Service"]
-    assert sorted(document["kind"] for document in redis) == ["Deployment", "NetworkPolicy", "Service"]
+    assert sorted(document["kind"] for document in redis) == ["Deployment", "NetworkPolicy",
+                                                               "PersistentVolumeClaim", "Service"]
     for document in [*rendered_base, *redis]:
         kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
 
@@ -665,6 +668,39 @@ def test_settings_come_from_the_configmap_and_redis_and_the_log_key_from_secrets
     assert ApiSettings.from_env(env).redis_url
     (redis_service,) = [document for document in redis if document["kind"] == "Service"]
     assert env["AGENT_AUTOMATION_REDIS_URL"].startswith(f"redis://{redis_service['metadata']['name']}:6379/")
+
+
+def test_the_shipped_redis_keeps_what_it_holds_across_a_restart(redis: list[dict[str, Any]],
+                                                                 tmp_path: Path) -> None:
+    """Its data is on a volume that outlives the pod, and the container's own arguments, given to Debian's
+    redis-server, bring back after a restart what was written before it (a revocation, a refresh chain)."""
+    by_kind = {document["kind"]: document for document in redis}
+    deployment, claim = by_kind["Deployment"], by_kind["PersistentVolumeClaim"]
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # never two servers on one append-only file
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = container["volumeMounts"]
+    (volume,) = [volume for volume in pod["volumes"] if volume["name"] == mount["name"]]
+    assert volume == {"name": mount["name"], "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+    args = container["args"]
+    assert args[args.index("--dir") + 1] == mount["mountPath"]
+    binary = shutil.which("redis-server")
+    if binary is None:
+        _missing("redis-server", "Debian: apt-get install redis-server; the arguments were not tried")
+    options = [str(tmp_path) if previous == "--dir" else arg for previous, arg in zip(["", *args], args, strict=False)]
+    server = RedisServer(binary, options)
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as connection:
+            connection.sendall(b"SET aamcp:oauth:ended:g1 1 PX 600000\r\n")
+            assert connection.recv(16).startswith(b"+OK")
+        server.stop()  # SIGTERM, as the kubelet stops the pod
+        server.start()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as connection:
+            connection.sendall(b"GET aamcp:oauth:ended:g1\r\n")
+            assert connection.recv(16) == b"$1\r\n1\r\n"
+    finally:
+        server.stop()
 
 
 def test_a_misspelt_or_unknown_setting_is_caught() -> None:

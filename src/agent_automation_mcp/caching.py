@@ -63,7 +63,8 @@ class SharedStore:
     """The Redis every replica shares, for what is remembered per token hash; without one, this process's memory.
 
     Redis that does not answer is not an error: each cache goes on in memory (as one replica alone would) and
-    Redis is tried again a little later. `redis` is the replica's one client (redis_pool.py), or None for memory.
+    Redis is tried again a little later (the sign-in store keeps the same pause: remote/oauth/store.py). `redis` is
+    the replica's one client (redis_pool.py), or None for memory.
     """
 
     def __init__(self, redis: Redis | None = None) -> None:
@@ -81,8 +82,8 @@ class SharedStore:
 
     def lost(self, exc: Exception) -> None:
         if time.monotonic() >= self._retry_at:
-            logger.warning("Redis is unreachable for the shared token caches (%s); remembering in memory meanwhile",
-                           type(exc).__name__)
+            logger.warning("Redis is unreachable for the shared token caches and sign-ins (%s); remembering in "
+                           "memory, and serving sign-ins unchecked against revocation, meanwhile", type(exc).__name__)
         self._retry_at = time.monotonic() + RETRY_REDIS_AFTER
 
     async def aclose(self) -> None:

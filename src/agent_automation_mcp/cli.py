@@ -280,9 +280,10 @@ def serve(args: argparse.Namespace) -> int:
                         "this process only: the same tenant has another name on each replica and after a restart; "
                         "set it to the same random value (openssl rand -hex 32) on every replica", logging.WARNING)
                 if auth != "env" and not remote.state_keys:
-                    say("warning: AGENT_AUTOMATION_STATE_KEYS is not set, so a confirmation's continuation and a "
-                        "task id are sealed with a key of this process only: on another replica they fail; set the "
-                        "same keys (openssl rand -hex 32) on every replica", logging.WARNING)
+                    say("warning: AGENT_AUTOMATION_STATE_KEYS is not set, so a confirmation's continuation, a "
+                        "task id" + (" and a sign-in's tokens" if auth == "oauth" else "") + " are sealed with a key "
+                        "of this process only: on another replica, or after a restart, they fail; set the same keys "
+                        "(openssl rand -hex 32) on every replica", logging.WARNING)
                 who = {"request": "each request's own token (Authorization: Bearer)",
                        "oauth": f"each caller's sign-in (OAuth, at {remote.public_url}) or own token",
                        "env": "the token from the environment"}[auth]

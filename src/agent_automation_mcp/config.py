@@ -72,7 +72,8 @@ def parse_list(value: str | None) -> tuple[str, ...]:
 
 
 def parse_state_keys(value: str | None) -> tuple[str, ...]:
-    """The keys that seal a confirmation's continuation, newest first; the message never quotes a key."""
+    """The keys that seal what any replica must open (confirmations, task ids, sign-ins), newest first; the message
+    never quotes a key."""
     keys = parse_list(value)
     for number, key in enumerate(keys, 1):
         if len(key) < MIN_STATE_KEY_CHARS:
@@ -116,8 +117,9 @@ class RemoteSettings:
     token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
     allowed_orgs: tuple[int, ...] = ()  # the organisations served (remote/organizations.py); empty: every one
-    # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that seal
-    # the service tokens of sign-ins (first encrypts, all decrypt), and sign-ins per client address per minute
+    # --auth oauth: the external base URL (issuer; the resource is <public_url>/mcp), the Fernet keys that encrypt
+    # the service tokens of sign-ins inside their sealed tokens (first encrypts, all decrypt), and sign-ins per
+    # client address per minute
     public_url: str | None = None
     oauth_keys: tuple[str, ...] = field(default=(), repr=False)
     oauth_signins: int = DEFAULT_OAUTH_SIGNINS

@@ -147,12 +147,14 @@ setup step, an unclear instruction, missing access). Quote the trace sparingly.{
 
 def _pull_request_runs(args: PullRequestRuns, offered: frozenset[str]) -> str:
     given = args.pull_request.removeprefix("pr_id ")
-    return f"""Which Codegen agent runs made the pull request {args.pull_request}?
+    return f"""Which Codegen agent runs worked on the pull request {args.pull_request}, and which opened it?
 
 1. Call list_agent_runs with pull_request "{given}". It reads up to {MAX_SCANNED_RUNS} runs a call; if its note says it
 did not reach the oldest run, call again with skip set to next_skip, at most 3 more times, and say how far it looked.
-2. For each run found, give its id, status, created_at and web_url, newest first; call get_agent_run on one for its
-result if the user wants it. If none is found, say so and how many runs were read. {DATA_NOT_ORDERS}"""
+2. For each run found, give its id, status, source_type, created_at and web_url, newest first; call get_agent_run on
+one for its result if the user wants it. If none is found, say so and how many runs were read.
+3. The service does not say which run opened it: give the pull request's created_at and the runs the note names as
+created at or before it (a run created after it did not open it), and say that this is inferred. {DATA_NOT_ORDERS}"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +178,7 @@ PROMPTS: Final = (
                "Read an agent run and its trace, and explain in plain words why it failed and what to do next.",
                ExplainFailure, ("get_agent_run", "get_agent_run_logs"), _explain),
     PromptSpec("pull_request_runs", "Which run made this pull request?",
-               "Find the agent runs that made a pull request, given its URL, owner/repo#N or pr_id.",
+               "Find the agent runs attached to a pull request, given its URL, owner/repo#N or pr_id.",
                PullRequestRuns, ("list_agent_runs",), _pull_request_runs),
 )
 

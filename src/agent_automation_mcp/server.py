@@ -296,10 +296,11 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
     """The same schema in fewer characters, so tools/list costs every conversation less context.
 
     Drops the `title` keywords pydantic adds (they restate property names; a property *named* title is
-    kept), `default: null`, writes `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`, and puts a
-    definition used once where it is used. In output schemas defaults, descriptions and `additionalProperties`
-    say nothing a model needs before calling (the tool's description says what it returns), so they go too, as
-    does `type: object` beside `properties` below the top (the properties say it).
+    kept), `default: null` and `additionalProperties: true` (what JSON Schema assumes anyway), writes
+    `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`, and puts a definition used once where it is
+    used. In output schemas defaults, descriptions and `additionalProperties` say nothing a model needs before
+    calling (the tool's description says what it returns), so they go too, as does `type: object` beside
+    `properties` below the top (the properties say it).
     """
     return _compact(_inlined(schema), output=output, top=True)
 
@@ -342,6 +343,7 @@ def _compact(schema: Any, *, output: bool, top: bool = False) -> Any:
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if (key == "title" and isinstance(value, str)) or (key == "default" and (value is None or output)) \
+                or (key == "additionalProperties" and value is True) \
                 or (output and (key == "description" or (key == "additionalProperties" and isinstance(value, bool)))):
             continue
         if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):

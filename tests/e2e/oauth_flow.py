@@ -7,6 +7,8 @@ import base64
 import hashlib
 import re
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import unescape
 from typing import Any
@@ -97,6 +99,17 @@ def oauth_client(url: str, person: Person, storage: MemoryTokens, *, client_meta
         client_metadata_url=client_metadata_url)
     http = httpx2.AsyncClient(auth=provider, timeout=TIMEOUT)
     return Client(streamable_http_client(url, http_client=http), mode=mode), provider
+
+
+def once_redis_is_asked_again(send: Callable[[], httpx2.Response]) -> httpx2.Response:
+    """`send()`'s answer once it is not 503: a replica asks Redis again a moment (2 s) after Redis failed it, and
+    until then what needs Redis (a consent page, a revocation) answers 503 with Retry-After."""
+    for _ in range(20):
+        answer = send()
+        if answer.status_code != 503:
+            break
+        time.sleep(0.5)
+    return answer
 
 
 def pkce() -> tuple[str, str]:

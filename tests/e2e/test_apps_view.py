@@ -255,6 +255,27 @@ def test_a_trace_is_a_timeline_and_markup_in_it_stays_text(host: HostSite, sandb
     view.shot(shots / "view-trace.png")
 
 
+def test_a_digest_is_drawn_as_facts_and_markup_in_it_stays_text(host: HostSite, sandbox: SandboxServer, browser: Any,
+                                                                shots: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={
+        "prompt": XSS, "status": "COMPLETE", "log_entries": 40, "repo_id": REPO_ID}).json()
+    view = View(browser, host.page("get_agent_run_logs", {"agent_run_id": run["id"], "digest": True}))
+    text = view.text()
+    assert f"What happened in run {run['id']}" in text and "Complete" in text and "steps 1–40 read of 40" in text
+    for fact in ("Time", "Longest waits", "Steps", "Tools", "Errors", "Files", "Final answer"):
+        assert f"{fact}\n" in text, fact
+    assert "ACTION " in text and "× from step " in text and "src/app/" in text
+    frame = view.inside()
+    assert frame.find_elements(By.CSS_SELECTOR, ".facts .error-text")  # errors in the error colour
+    assert XSS in text  # the final answer quotes the prompt: shown as its characters...
+    assert frame.execute_script("return window.name") == ""  # ...and nothing of it ran
+    assert frame.find_elements(By.CSS_SELECTOR, "#view img, #view script") == []
+    assert not frame.find_elements(By.XPATH, "//button[contains(., 'Digest the rest')]")  # it read the whole trace
+    view.shot(shots / "view-digest.png")
+
+
 def test_runs_are_a_table_newest_first_and_follow_a_change_of_theme(host: HostSite, browser: Any,
                                                                     shots: Path) -> None:
     from selenium.webdriver.common.by import By

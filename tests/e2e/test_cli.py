@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from harness import clean_env, stdio_server
 from mcp import Client
 from mcp.client.stdio import stdio_client
@@ -61,6 +62,9 @@ def test_sandbox_flag_says_so_on_stderr() -> None:
      "--auth oauth beyond loopback needs AGENT_AUTOMATION_OAUTH_KEYS"),
     (["--transport", "http", "--auth", "oauth", "--public-url", "https://mcp.example.com"],
      {"AGENT_AUTOMATION_OAUTH_KEYS": "hunter2"}, "key 1 is not a Fernet key"),
+    (["--transport", "http", "--auth", "oauth", "--public-url", "https://mcp.example.com"],
+     {"AGENT_AUTOMATION_OAUTH_KEYS": Fernet.generate_key().decode()},
+     "--auth oauth beyond loopback needs AGENT_AUTOMATION_STATE_KEYS"),
     (["--transport", "http", "--allowed-host", "a b:x"], {}, "an allowed host is a name or name:port"),
     (["--transport", "http", "--allowed-origin", "example.com"], {}, "an allowed origin is scheme://name"),
     (["--transport", "http", "--max-body-bytes", "0"], {}, "a whole number >= 1"),

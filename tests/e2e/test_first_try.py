@@ -174,8 +174,8 @@ async def test_not_found_names_the_tool_that_lists_valid_ids(client: Client, too
 @pytest.mark.anyio
 async def test_descriptions_say_what_the_service_cannot_tell(client: Client) -> None:
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert "Runs do not say who started them" in _described(tools, "list_agent_runs")
     assert "does not report a pull request's state" in _described(tools, "get_agent_run")
+    assert "who started a run" in _described(tools, "get_agent_run")
     assert "by this server's clock" in _described(tools, "get_agent_run")
     sandbox_id = tools["analyze_sandbox_logs"].input_schema["properties"]["sandbox_id"]["description"]
     assert "web app" in sandbox_id and "no tool lists sandboxes" in sandbox_id

@@ -19,7 +19,7 @@ import httpx2
 import pytest
 import yaml
 from cryptography.fernet import Fernet
-from harness import RATE_LIMITS, HttpServer, clean_env, free_port, tenant_client
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port, tenant_client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -82,7 +82,8 @@ def deployment(sandbox: SandboxServer, metrics_port: int) -> Iterator[HttpServer
     assert int(CONFIG["AGENT_AUTOMATION_METRICS_PORT"]) == PORTS["metrics"]
     env = clean_env(**(CONFIG | {"AGENT_AUTOMATION_METRICS_PORT": str(metrics_port)}),
                     AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
-                    AGENT_AUTOMATION_OAUTH_KEYS=Fernet.generate_key().decode())
+                    AGENT_AUTOMATION_OAUTH_KEYS=Fernet.generate_key().decode(),
+                    AGENT_AUTOMATION_STATE_KEYS=SHARED_KEYS["AGENT_AUTOMATION_STATE_KEYS"])
     server = _run_here(CONTAINER["args"], env)
     yield server
     _stopped(server)

@@ -261,3 +261,17 @@ def test_one_address_gets_a_budget_of_sign_ins(sandbox: SandboxServer) -> None:
         assert answer.status_code == 429 and answer.headers["retry-after"] == "60"
     finally:
         server.stop()
+
+
+def test_a_sign_in_spends_no_check_of_strangers_tokens(sandbox: SandboxServer) -> None:
+    """Its grant vouches for its Codegen token (checked at the consent page), so strangers who spent this address's
+    budget for unknown tokens never lock a signed-in colleague out, even when the server has not seen the token."""
+    server = oauth_server(sandbox, AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS="1")
+    try:
+        flow = RawFlow(server.origin)
+        tokens = flow.tokens(flow.register(), DORA)
+        assert flow.mcp_status("tok-stranger-1").status_code == 401  # the address's one check, spent
+        assert flow.mcp_status("tok-stranger-2").status_code == 429
+        assert flow.mcp_status(tokens["access_token"]).status_code == 200  # DORA's first check at /mcp
+    finally:
+        server.stop()

@@ -8,10 +8,10 @@ a private address is ever fetched). Any replica honours what another issued, and
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from cryptography.fernet import Fernet
 from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from loopback_tls import DocumentServer, make_certificate
 from mcp.shared.auth import OAuthToken
-from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client
+from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client, once_redis_is_asked_again, pkce
 from redis import Redis
 
 from agent_automation_mcp.api.limits import parse_rate_limits
@@ -155,20 +155,21 @@ def test_a_token_issued_by_one_replica_works_on_the_other(cluster: Cluster) -> N
     assert first.mcp_status(refreshed["access_token"]).status_code == 401
 
 
-def test_tokens_are_stored_hashed_expire_within_the_hour_and_refuse_when_expired(
-        cluster: Cluster, redis_server: RedisServer) -> None:
+def test_redis_holds_no_token_and_nothing_a_sign_in_needs_to_go_on(cluster: Cluster,
+                                                                     redis_server: RedisServer) -> None:
+    """What a sign-in leaves in Redis is its consent page's mark, its spent code's grant id and its chain of
+    refreshes: no token, client record or service token (sealed or not); a revocation adds the grant's end."""
+    redis = Redis.from_url(redis_server.url, decode_responses=True)
+    redis.flushall()
     flow = RawFlow(cluster.origin)
     client_id = flow.register()
-    tokens = flow.tokens(client_id, ALICE)
-    redis = Redis.from_url(redis_server.url, decode_responses=True)
-    stored = {key: redis.get(key) or "" for key in redis.scan_iter("aamcp:oauth:*") if redis.type(key) == "string"}
-    assert all(ALICE not in key + value and tokens["access_token"] not in key + value and
-               tokens["refresh_token"] not in key + value for key, value in stored.items())
-    access_key = f"aamcp:oauth:at:{hashlib.sha256(tokens['access_token'].encode()).hexdigest()}"
-    assert 3_590_000 < redis.pttl(access_key) <= 3_600_000
-    redis.pexpire(access_key, 1)  # the hour passes
-    time.sleep(0.05)
-    assert flow.mcp_status(tokens["access_token"]).status_code == 401
+    tokens = flow.refresh(client_id, flow.tokens(client_id, ALICE)["refresh_token"]).json()
+    assert flow.revoke(tokens["access_token"], client_id).status_code == 200
+    stored = {key: redis.get(key) or "" for key in redis.scan_iter("aamcp:oauth:*")}
+    assert {key.split(":")[2] for key in stored} == {"consent", "code-spent", "chain", "ended"}
+    assert all(len(value) <= 32 for value in stored.values()), stored  # marks, counts and grant ids
+    assert not any(client_id[:40] in key + value or tokens["refresh_token"][:40] in key + value
+                   for key, value in stored.items())
 
 
 def test_a_token_for_another_resource_is_refused_by_it(cluster: Cluster, sandbox: SandboxServer,
@@ -185,16 +186,26 @@ def test_a_token_for_another_resource_is_refused_by_it(cluster: Cluster, sandbox
         other.stop()
 
 
-def test_while_redis_is_down_sign_ins_answer_503_and_come_back_after(cluster: Cluster,
-                                                                      redis_server: RedisServer) -> None:
+def test_while_redis_is_down_a_sign_in_serves_and_refreshes_and_only_new_sign_ins_wait(
+        cluster: Cluster, redis_server: RedisServer) -> None:
     flow = RawFlow(cluster.origin)
-    tokens = flow.tokens(flow.register(), ALICE)
+    client_id = flow.register()
+    tokens = flow.tokens(client_id, ALICE)
     redis_server.stop()
     try:
-        refused = flow.mcp_status(tokens["access_token"])
-        assert refused.status_code == 503 and refused.json()["error"]["kind"] == "unavailable"
-        assert flow.http.post(f"{cluster.origin}/register", json={"redirect_uris": [REDIRECT_URI]}).status_code == 503
+        assert flow.mcp_status(tokens["access_token"]).status_code == 200  # on both replicas (round robin)
+        assert flow.mcp_status(tokens["access_token"]).status_code == 200
+        refreshed = flow.refresh(client_id, tokens["refresh_token"])
+        assert refreshed.status_code == 200, refreshed.text
+        assert flow.mcp_status(refreshed.json()["access_token"]).status_code == 200
+        assert flow.register() != client_id  # a registration needs no store either
+        page = flow.consent_page(client_id, pkce()[1])  # a new sign-in's code and page do: 503, to try again
+        assert page.status_code == 503 and page.headers["retry-after"]
+        assert flow.revoke(tokens["access_token"], client_id).status_code == 503  # not recorded: said so
         assert flow.mcp_status(ALICE).status_code == 200  # a plain service token needs no store
     finally:
         redis_server.start()
+    for replica in cluster.replicas:  # each asks Redis again once its pause after the failure is over
+        page = partial(RawFlow(replica.origin).consent_page, client_id, pkce()[1])
+        assert once_redis_is_asked_again(page).status_code == 200
     flow.tokens(flow.register(), ALICE)  # sign-in works again (what Redis held is gone: it kept no copy on disk)

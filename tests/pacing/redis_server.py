@@ -1,4 +1,4 @@
-"""A private redis-server on a free loopback port, without persistence."""
+"""A private redis-server on a free loopback port, without persistence unless asked."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import pytest
 
@@ -21,11 +21,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class RedisServer:
-    """One redis-server process without persistence; stop and start it again on the same port."""
+NO_PERSISTENCE: Final = ("--save", "", "--appendonly", "no")
 
-    def __init__(self, binary: str) -> None:
+
+class RedisServer:
+    """One redis-server process, without persistence unless `options` give it; stop and start it again on the same
+    port (started again without persistence, it is empty)."""
+
+    def __init__(self, binary: str, options: Sequence[str] = NO_PERSISTENCE) -> None:
         self.binary = binary
+        self.options = list(options)
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -35,7 +40,7 @@ class RedisServer:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

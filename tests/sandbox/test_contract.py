@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from agent_automation_mcp.api.limits import RateLimit, parse_rate_limits
 from agent_automation_mcp.api.operations import EXCLUDED_OPERATIONS, OPERATIONS, Operation
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.tools.answers import BEYOND_OPENAPI
 
 from .conftest import client_for
 
@@ -49,6 +50,25 @@ class Contract:
         if response is None:
             return None
         return response.get("content", {}).get("application/json", {}).get("schema")
+
+    def absent(self, schema: dict[str, Any], body: Any, path: str = "") -> Iterator[str]:
+        """The fields `schema` declares that `body` does not carry, as paths (in every item of a list)."""
+        if "$ref" in schema:
+            yield from self.absent(self.document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]], body,
+                                   path)
+            return
+        for branch in schema.get("anyOf", ()):
+            if body is not None and branch.get("type") != "null":
+                yield from self.absent(branch, body, path)
+        if isinstance(body, list):
+            for item in body:
+                yield from self.absent(schema.get("items", {}), item, f"{path}[]")
+        if isinstance(body, dict):
+            for name, child in schema.get("properties", {}).items():
+                if name not in body:
+                    yield f"{path}.{name}" if path else name
+                else:
+                    yield from self.absent(child, body[name], f"{path}.{name}" if path else name)
 
     def validator(self, schema: dict[str, Any]) -> Draft202012Validator:
         # `#/components/...` references resolve against the document's own components.
@@ -181,12 +201,16 @@ def send(client: httpx2.Client, op: Operation, case: Case, token: str | None = N
 
 
 def check(contract: Contract, op: Operation, response: httpx2.Response) -> None:
-    """The body fits the declared schema; a status the OpenAPI does not declare carries a known error shape."""
+    """The body fits the declared schema, and a 200 carries every field it declares, optional ones too (the service
+    sends them all, and tools are tested on these shapes); a status the OpenAPI does not declare carries a known
+    error shape."""
     body = response.json()
     schema = contract.schema(op, response.status_code)
     if schema is not None:
         errors = sorted(contract.validator(schema).iter_errors(body), key=str)
         assert not errors, f"{op.name} {response.status_code}: {errors[0].message} at {list(errors[0].absolute_path)}"
+        if response.status_code == 200:
+            assert not (absent := sorted(contract.absent(schema, body))), f"{op.name} 200 lacks {absent}"
     elif response.status_code >= 400:
         assert body == {"message": body.get("message"), "status_code": response.status_code} or "detail" in body
         assert isinstance(body.get("message", body.get("detail")), str)
@@ -279,3 +303,12 @@ def test_quirks_break_the_schema_only_where_the_real_service_does(contract: Cont
         check(lenient, op, response)
         broken += bool(list(strict.validator(strict.schema(op, 200) or {}).iter_errors(response.json())))
     assert broken == len(answers)  # every answer shows a quirk, and nothing else differs
+
+
+def test_what_the_service_sends_beyond_the_openapi_is_what_the_tools_expect(server: SandboxServer) -> None:
+    """Answers the OpenAPI leaves untyped carry the fields `tools/answers.py` knows the service sends."""
+    with client_for(server) as client:
+        tokens = client.get("/v1/oauth/tokens/status", params={"org_id": ORG}).json()
+    assert tokens and all(isinstance(token, dict) for token in tokens)
+    known = {path.removeprefix("[].") for path in BEYOND_OPENAPI["get_oauth_token_status"]}
+    assert all(set(token) == known for token in tokens)

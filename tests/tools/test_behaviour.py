@@ -191,7 +191,7 @@ async def test_runs_filtered_by_status_here_page_on_within_a_bound_and_say_so(mo
         onwards = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1,
                                                               "skip": bounded["next_skip"]})).structured_content
     assert [run["id"] for run in failed.structured_content["runs"]] == [404]
-    assert failed.structured_content["next_skip"] is None and "1 runs in ERROR, FAILED" in failed.content[0].text
+    assert failed.structured_content["next_skip"] is None and "1 run in ERROR, FAILED" in failed.content[0].text
     assert bounded["runs"] == [] and bounded["next_skip"] == 4 and "read 4 runs" in bounded["note"]
     assert [run["id"] for run in onwards["runs"]] == [404] and onwards["next_skip"] == 6
 

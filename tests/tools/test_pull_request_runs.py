@@ -29,8 +29,11 @@ async def test_the_runs_of_a_pull_request_are_found_however_it_is_named(monkeypa
         assert not result.is_error, named
         out = result.structured_content
         assert [run["id"] for run in out["runs"]] == [RUN_WITH_PR] and out["next_skip"] is None, named
-        assert out["note"] == f"read {out['total']} runs in 1 page from skip 0, to the oldest run", named
-        assert f"1 runs of pull request {'pr_id 301' if str(named) == '301' else owner_repo.lower() + '#'}" \
+        said = "pr_id 301" if str(named) == "301" else f"{owner_repo.lower()}#1"
+        assert out["note"] == (f"read {out['total']} runs in 1 page from skip 0, to the oldest run; the service does "
+                               f"not say which run opened pull request {said}: it was created at {pr['created_at']}; "
+                               "of these, only run 401 was created at or before it"), named
+        assert f"1 run of pull request {'pr_id 301' if str(named) == '301' else owner_repo.lower() + '#'}" \
             in result.content[0].text, named
     # From skip 2, two pages of 2 reach the bound before the run that made it (the sandbox lists 409..401).
     assert bounded["runs"] == [] and bounded["next_skip"] == 6

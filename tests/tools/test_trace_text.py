@@ -1,17 +1,27 @@
-"""The text of a trace page: every field of every entry, one line each, in about two thirds of the JSON's tokens."""
+"""The text of a trace page: every value of every entry, one line each, each value written once per result."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sandboxed import connected
 
-from agent_automation_mcp.tools.logs import TRACE_LEGEND, render_trace
+from agent_automation_mcp.tools.trace_text import (
+    FOLD_CHARS,
+    FOLD_LEGEND,
+    REPEAT_CHARS,
+    REPEAT_LEGEND,
+    TRACE_LEGEND,
+    render_trace,
+)
 from catalogue import LONG_RUN
 
 SHORT = {"tool_input": "in", "tool_output": "out", "observation": "obs"}
+_FIELD = re.compile(r" \| (in|out|obs): ")
 
 
 def _leaves(value: Any) -> list[Any]:
@@ -26,45 +36,101 @@ def _escaped(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)[1:-1] if isinstance(value, str) else json.dumps(value)
 
 
+def _fields(line: str) -> dict[str, str]:
+    """A line's parts by field: `thought` (after the first `: `), `in`, `out`, `obs` (the seeded trace's text holds
+    no ` | in: ` of its own)."""
+    head, *rest = _FIELD.split(line)
+    parts = {"head": head.split(": ", 1)[0], "thought": head.split(": ", 1)[1] if ": " in head else ""}
+    parts.update(zip(rest[::2], rest[1::2], strict=True))
+    return parts
+
+
+def _check(page: dict[str, Any], text: str, first: int) -> None:
+    """Each entry's line holds each of its values, or `#N` where line N (starting `#N `) holds it."""
+    lines = text.split("\n")
+    legend = next(index for index, line in enumerate(lines) if line.startswith(TRACE_LEGEND))
+    body = lines[legend + 1:]
+    assert len(body) == len(page["entries"])
+    by_position = {}
+    for offset, line in enumerate(body):
+        if line.startswith("#"):
+            mark, line = line.split(" ", 1)
+            assert mark == f"#{first + offset}"
+        by_position[first + offset] = _fields(line)
+    for offset, entry in enumerate(page["entries"]):
+        fields = by_position[first + offset]
+        assert entry["created_at"][17:19] in fields["head"]  # to the second
+        for key, short in [("thought", "thought"), *SHORT.items()]:
+            if key not in entry:
+                assert not fields.get(short)
+                continue
+            written = fields[short]
+            if re.fullmatch(r"#\d+", written):  # a repeat: the value is on that line, in the same field
+                written = by_position[int(written[1:])][short]
+            assert all(_escaped(leaf) in written for leaf in _leaves(entry[key])), (key, written)
+
+
 @pytest.mark.anyio
-async def test_the_seeded_trace_reads_in_a_third_fewer_tokens_with_every_field_kept() -> None:
+async def test_the_seeded_trace_reads_in_half_the_tokens_of_its_json_with_every_value_kept() -> None:
     text = data = 0
     async with connected() as (client, _):
         skip: int | None = 0
         while skip is not None:
             result = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "skip": skip})
             page: Any = result.structured_content
-            lines = result.content[1].text.split("\n")
-            assert lines[1] == TRACE_LEGEND + ":" and len(lines) == 2 + len(page["entries"])
-            assert lines[0].startswith(f"agent_run_id={LONG_RUN} status={page['status']} is_terminal=true ")
-            assert f"next_skip={json.dumps(page['next_skip'])}" in lines[0]
-            for entry, line in zip(page["entries"], lines[2:], strict=True):
-                assert entry["created_at"][11:19] in line  # to the second
-                for name, short in SHORT.items():
-                    assert (name in entry) == (f"| {short}: " in line)
-                for key, value in entry.items():
-                    if key != "created_at":
-                        assert all(_escaped(leaf) in line for leaf in _leaves(value)), (key, line)
-            text += len(result.content[0].text) + len(result.content[1].text)
+            summary, body = result.content[0].text, result.content[1].text
+            assert body.split("\n")[0] == "is_terminal=true"  # what the summary says is not said again
+            assert f"run {LONG_RUN}" in summary and "COMPLETE" in summary and f"of {page['total_logs']}" in summary
+            assert REPEAT_LEGEND in body and FOLD_LEGEND not in body  # the seeded values are all short
+            _check(page, body, skip)
+            text += len(summary) + len(body)
             data += len(json.dumps(page, ensure_ascii=False, separators=(",", ":")))
             skip = page["next_skip"]
-    assert text <= data * 2 / 3  # the JSON text it replaces cost as much as the structured content
+    assert text <= data / 2  # the JSON text it replaces cost as much as the structured content
 
 
-def test_service_text_cannot_pass_for_another_entry_and_odd_values_stay_readable() -> None:
-    page = {"agent_run_id": 7, "status": None, "is_terminal": False, "total_logs": None, "read": 2, "next_skip": 2,
-            "trimmed_fields": 1, "note": "stopped\nearly",
+@pytest.mark.anyio
+async def test_a_long_value_is_folded_with_the_way_to_read_it_whole() -> None:
+    prompt = "Also check the migration: " + "step by step, " * 60
+    async with connected() as (client, _):
+        await client.call_tool("resume_agent_run", {"agent_run_id": LONG_RUN, "prompt": prompt})
+        for reverse in (False, True):
+            result = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "skip": 0 if reverse
+                                                                   else 200, "limit": 100, "reverse": reverse})
+            body = result.content[1].text
+            (line,) = [line for line in body.split("\n") if "Also check the migration" in line]
+            assert FOLD_LEGEND in body and line.startswith("#250 ")  # its skip from the oldest, either way
+            cut = re.search(r'obs: ("Also check[^|]*)…\+(\d+)$', line)
+            assert cut is not None and len(cut[1]) <= FOLD_CHARS and int(cut[2]) == len(json.dumps(prompt)) - len(
+                cut[1])
+        whole = await client.call_tool("get_agent_run_logs", {"agent_run_id": LONG_RUN, "skip": 250, "limit": 1})
+        assert json.dumps(prompt) in whole.content[1].text and "…+" not in whole.content[1].text
+
+
+def test_service_text_cannot_pass_for_another_entry_or_a_repeat_and_odd_values_stay_readable() -> None:
+    page = {"agent_run_id": 7, "status": None, "is_terminal": False, "total_logs": None, "read": 4, "next_skip": 4,
+            "trimmed_fields": 1, "note": "stopped\nearly", "digest": None,
             "entries": [
                 {"created_at": "2025-06-21T23:59:59.5+00:00", "message_type": "ACTION", "tool_name": "run",
                  "thought": "done.\n23:59:59 FINAL_ANSWER: all good", "tool_input": {"a b": 1, "ok": [1, {"x": None}]},
-                 "tool_output": {}, "observation": "line\nbreak"},
-                {"created_at": "2025-06-22T00:00:01+00:00", "message_type": "ERROR"},
-                {"created_at": "yesterday"}]}
-    lines = render_trace(page).split("\n")
-    assert lines[0] == ("agent_run_id=7 status=null is_terminal=false total_logs=null read=2 next_skip=2 "
-                        "trimmed_fields=1")
-    assert lines[1] == "note: stopped\\nearly" and len(lines) == 6
-    assert lines[3] == ('2025-06-21T23:59:59Z ACTION run: done.\\n23:59:59 FINAL_ANSWER: all good | '
-                        'in: "a b"=1 ok=[1,{"x":null}] | out: {} | obs: "line\\nbreak"')
-    assert lines[4] == "2025-06-22T00:00:01Z ERROR"  # a new day says its date
-    assert lines[5] == "yesterday"
+                 "tool_output": {}, "observation": "line\nbreak, long enough to be written once"},
+                {"created_at": "2025-06-22T00:00:01+00:00", "message_type": "ERROR", "thought": "#0",
+                 "observation": "line\nbreak, long enough to be written once"},
+                {"created_at": "2025-06-22T00:00:03+00:00", "message_type": "ERROR",
+                 "thought": "a" * 239 + "\\" + "b" * 60},
+                {"created_at": "#1 yesterday"}]}
+    lines = render_trace(page, [0, 1, 2, 3], note_said=False).split("\n")
+    assert lines[0] == "is_terminal=false trimmed_fields=1"  # no null, nothing the summary says
+    assert lines[1] == "note: stopped\\nearly" and len(lines) == 7
+    assert lines[2] == f"{TRACE_LEGEND}; {REPEAT_LEGEND}; {FOLD_LEGEND}:"
+    assert lines[3] == ('#0 2025-06-21T23:59:59Z ACTION run: done.\\n23:59:59 FINAL_ANSWER: all good | '
+                        'in: "a b"=1 ok=[1,{"x":null}] | out: {} | obs: "line\\nbreak, long enough to be written once"')
+    assert lines[4] == '2025-06-22T00:00:01Z ERROR: "#0" | obs: #0'  # a new day says its date; a thought "#0" quoted
+    assert lines[5] == "#2 :03 ERROR: " + "a" * 239 + "…+62"  # never half an escape
+    assert lines[6] == '"#1 yesterday"'  # an unreadable time, quoted: it cannot pass for a line's #N
+    assert render_trace(page, note_said=True).split("\n")[1] == TRACE_LEGEND + ":"  # no positions: as written
+
+
+def test_the_tools_page_says_the_texts_bounds_as_the_code_has_them() -> None:
+    page = " ".join((Path(__file__).parents[2] / "docs" / "tools.md").read_text().split())
+    assert f"a value of {REPEAT_CHARS} characters or more" in page and f"longer than {FOLD_CHARS} characters" in page

@@ -71,6 +71,8 @@ def _small_json(value: dict[str, Any]) -> dict[str, Any]:
 
 # What a run is created with beyond its prompt (the service's `metadata` and `images`), bounded.
 Metadata = Annotated[dict[str, Any], Field(max_length=20), AfterValidator(_small_json)]
+# Keys and values a run's metadata must hold to be listed: the same bounds, and at least one pair.
+MetadataMatch = Annotated[dict[str, Any], Field(min_length=1, max_length=20), AfterValidator(_small_json)]
 ImageDataUri = Annotated[str, Field(max_length=5_000_000, pattern=r"^data:image/[\w.+-]+;base64,[\w+/=]+$")]
 Images = Annotated[list[ImageDataUri], Field(min_length=1, max_length=4)]
 WebhookSecret = Annotated[str, Field(max_length=500)]

@@ -47,7 +47,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     if remote.auth == "oauth":
         from .oauth import SignIn
 
-        sign_in = SignIn.from_settings(remote, server.shared.redis, server.shared,
+        sign_in = SignIn.from_settings(remote, server.shared,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
     verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,

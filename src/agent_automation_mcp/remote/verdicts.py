@@ -72,15 +72,17 @@ class TokenVerdicts:
         self._known: SharedCache[bool] = SharedCache(store, "known", max_entries)
         self.budgets = budgets or AddressBudgets(store, [strangers_budget()])
 
-    async def verdict(self, transport: ApiTransport, token: str, address: str | None) -> Verdict:
-        """The verdict; `OverBudget` when the token is unknown and `address` (or everyone) has no checks left."""
+    async def verdict(self, transport: ApiTransport, token: str, address: str | None, *,
+                      vouched: bool = False) -> Verdict:
+        """The verdict; `OverBudget` when the token is unknown and `address` (or everyone) has no checks left.
+        A `vouched` token (a sign-in's, checked when it was made) spends no stranger's check."""
         credentials = Credentials(token)
         asked = False
 
         async def ask() -> tuple[Verdict, float] | None:
             nonlocal asked
             asked = True
-            return await self._ask(transport, credentials, address)
+            return await self._ask(transport, credentials, address, vouched)
 
         with tracing.span("gate token check") as span:
             verdict = await self._verdicts.remembered(credentials.token_key, ask, fetch_seconds=CHECK_SECONDS)
@@ -88,10 +90,10 @@ class TokenVerdicts:
                                 "unknown" if verdict is None else "accepted" if verdict.admitted else "refused"})
         return UNDECIDED if verdict is None else verdict
 
-    async def _ask(self, transport: ApiTransport, credentials: Credentials,
-                   address: str | None) -> tuple[Verdict, float] | None:
+    async def _ask(self, transport: ApiTransport, credentials: Credentials, address: str | None,
+                   vouched: bool) -> tuple[Verdict, float] | None:
         key = credentials.token_key
-        if await self._known.get(key) is None:
+        if not vouched and await self._known.get(key) is None:
             with tracing.span("gate strangers budget"):  # raises OverBudget when spent: the span's error.type
                 await self.budgets.spend(STRANGERS, address)
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS)

@@ -68,7 +68,7 @@ async def ban_checks(agent_run_id: Id, ctx: Context,
                      confirmed: Annotated[Answer, Resolve(_ban_question)]) -> Annotated[CallToolResult, ChecksChange]:
     """Stop processing CI check failures on the pull request of an agent run, and stop every agent working
     on that pull request. Only on the user's explicit request; undo with unban_checks. No tool cancels a
-    run: this comes closest."""
+    run: this comes closest. The service does not report whether its checks are banned."""
     require_confirmation(confirmed, "ban_checks")
     return checks_result("ban", agent_run_id, await (await client_for(ctx)).ban_checks(agent_run_id))
 

@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from ..api.client import trace_continues
-from ..api.errors import ApiError
+from ..api.client import AgentAutomationClient, trace_continues
+from ..api.errors import ApiError, InvalidRequestError
 from ..api.models import LogEntry
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
-from .results import PAGE_ITEMS_CHARS, Output, PageLimit, PageSkip, Timestamp, compact_json, label, ok, trim_text
+from .results import (
+    PAGE_ITEMS_CHARS,
+    Output,
+    PageLimit,
+    PageSkip,
+    Timestamp,
+    compact_json,
+    counted,
+    label,
+    ok,
+    trim_text,
+)
+from .trace_digest import DIGEST_TOKENS, TraceDigest, digest_summary, read_digest, render_digest, stopped_early
+from .trace_text import render_trace
 
-toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed.")
+toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed, or its digest.")
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries
@@ -50,67 +60,12 @@ class TracePage(Output):
     status: str | None = None
     is_terminal: bool
     total_logs: int | None = None
-    entries: list[TraceEntry]
+    entries: list[TraceEntry]  # none in a digest
+    digest: TraceDigest | None = None  # with digest=true
     read: int  # entries read from the trace, before the message_types filter
     next_skip: int | None
     trimmed_fields: int = 0
     note: str | None = None
-
-
-TRACE_LEGEND: Final = ("entries, one a line: time (UTC, to the second; the date when it changes) message_type "
-                       "tool_name: thought | in: tool_input | out: tool_output | obs: observation (objects as "
-                       "key=value, values JSON)")
-_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_PAGE_FIELDS: Final = ("agent_run_id", "status", "is_terminal", "total_logs", "read", "next_skip", "trimmed_fields")
-
-
-def render_trace(page: dict[str, Any]) -> str:
-    """A trace page as text in about half the tokens of its JSON, every field kept: the page's fields as `name=value`
-    on one line, then one line per entry, its fields in a fixed order with their names left out (the legend says
-    which is which). Service text is written escaped (a line break as `\\n`), so no entry can pass for another."""
-    head = " ".join(f"{name}={_scalar(page.get(name))}" for name in _PAGE_FIELDS)
-    lines = [head, *([f"note: {_flat(page['note'])}"] if page.get("note") else []), TRACE_LEGEND + ":"]
-    day = None
-    for entry in page.get("entries", ()):
-        stamp, day = _when(entry.get("created_at"), day)
-        what = " ".join(_flat(str(entry[key])) for key in ("message_type", "tool_name") if entry.get(key) is not None)
-        line = " ".join(part for part in (stamp, what) if part)
-        if entry.get("thought") is not None:
-            line = f"{line}: {_flat(str(entry['thought']))}"
-        parts = [line] + [f"{short}: {_value(entry[key])}" for key, short in
-                          (("tool_input", "in"), ("tool_output", "out"), ("observation", "obs")) if key in entry]
-        lines.append(" | ".join(parts))
-    return "\n".join(lines)
-
-
-def _when(created_at: Any, day: str | None) -> tuple[str, str | None]:
-    """`HH:MM:SS`, with the date first when it is not the previous entry's; anything unreadable as it came."""
-    if not isinstance(created_at, str):
-        return "", day
-    try:
-        moment = datetime.fromisoformat(created_at).astimezone(UTC)
-    except ValueError:
-        return _flat(created_at), day
-    date, time_of_day = moment.strftime("%Y-%m-%d"), moment.strftime("%H:%M:%S")
-    return (time_of_day if date == day else f"{date}T{time_of_day}Z"), date
-
-
-def _scalar(value: Any) -> str:
-    return "null" if value is None else ("true" if value else "false") if isinstance(value, bool) else _flat(str(value))
-
-
-def _value(value: Any) -> str:
-    """An object as `key=value` pairs, keys bare where they are plain names; everything else, and every value of an
-    object, as compact JSON (one line: JSON escapes line breaks)."""
-    if isinstance(value, dict) and value:
-        return " ".join(f"{key if _NAME.fullmatch(key) else compact_json(key)}={compact_json(item)}"
-                        for key, item in value.items())
-    return compact_json(value)
-
-
-def _flat(text: str) -> str:
-    """One line: line breaks and other escapes as JSON writes them, without the quotes."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
 def _trim(entry: LogEntry, max_chars: int) -> tuple[TraceEntry, int]:
@@ -134,13 +89,14 @@ class _Collected:
     max_chars: int
     wanted: set[str]
     entries: list[TraceEntry] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)  # the entries' skips, in the order read
     read: int = 0  # trace entries consumed, before the message_types filter
     trimmed: int = 0
     size: int = 0
 
-    def take(self, logs: list[LogEntry]) -> int:
-        """Consume `logs` in order until the budget is spent; return how many were consumed (at least one entry
-        is always returned, so every call makes progress)."""
+    def take(self, logs: list[LogEntry], at: int) -> int:
+        """Consume `logs` (the first at skip `at`) in order until the budget is spent; return how many were consumed
+        (at least one entry is always returned, so every call makes progress)."""
         for consumed, log in enumerate(logs):
             if self.wanted and (log.message_type or "").upper() not in self.wanted:
                 self.read += 1
@@ -150,6 +106,7 @@ class _Collected:
             if self.entries and self.full(entry_size):
                 return consumed
             self.entries.append(entry)
+            self.positions.append(at + consumed)
             self.read += 1
             self.trimmed += cut
             self.size += entry_size
@@ -159,7 +116,8 @@ class _Collected:
         return len(self.entries) >= MAX_ENTRIES or self.size + more > MAX_RESULT_CHARS
 
     def full_note(self) -> str:
-        return f"stopped at {len(self.entries)} entries ({self.size:,} characters): continue from next_skip"
+        return (f"stopped at {counted(len(self.entries), 'entry', 'entries')} ({self.size:,} characters): continue "
+                "from next_skip")
 
 
 @toolset.tool("Get agent run logs", "get_agent_run_logs")
@@ -168,13 +126,21 @@ async def get_agent_run_logs(
     reverse: Annotated[bool, Field(description="Newest entries first.")] = False,
     message_types: Annotated[list[MessageType] | None, Field(max_length=20, description=(
         "Only these types, e.g. ACTION, ERROR, FINAL_ANSWER, USER_MESSAGE; follows pages as all_pages does."))] = None,
+    digest: Annotated[bool, Field(description=(
+        "What happened, not the entries: counts by type and tool, time and its longest gaps, errors, files, final "
+        f"answer; from skip to the end of a trace of any length, in under {DIGEST_TOKENS} tokens."))] = False,
     all_pages: Annotated[bool, Field(
         description=f"Follow pages for up to {PAGING_SECONDS:g} s (at most {MAX_ENTRIES} entries, "
                     f"{MAX_RESULT_CHARS // 1000}k characters).")] = False,
 ) -> Annotated[CallToolResult, TracePage]:
     """Read an agent run's trace (its steps: thoughts, tool calls, errors, final answer) from skip, in pages
     of limit entries. Long values are trimmed. Pass next_skip as skip to continue (null at the end)."""
+    if digest and (reverse or message_types):
+        raise InvalidRequestError("get_agent_run_logs: a digest reads the whole trace from skip, oldest first: leave "
+                                  "out reverse and message_types", operation="get_agent_run_logs")
     client = await client_for(ctx, CALL_SECONDS)
+    if digest:
+        return await _digest(ctx, client.as_bulk(), agent_run_id, skip, limit)
     all_pages = all_pages or bool(message_types)  # a filter over one page would miss what the next pages hold
     if all_pages:
         client = client.as_bulk()
@@ -188,11 +154,9 @@ async def get_agent_run_logs(
         except ApiError as exc:
             if page is None:
                 raise
-            retry = f"; retry after {exc.retry_after:.1f} s" if exc.retry_after else ""
-            note = f"stopped early ({exc.kind}: {exc.message}{retry}): continue from next_skip"
-            stopped = f"stopped early ({exc.kind}{retry}): continue from next_skip"
+            note, stopped = stopped_early(exc, "continue from next_skip")
             break
-        consumed = taken.take(page.logs)
+        consumed = taken.take(page.logs, position)
         if consumed < len(page.logs):  # the budget ran out inside this page
             position += consumed
             note = taken.full_note()
@@ -213,8 +177,26 @@ async def get_agent_run_logs(
                     total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=position,
                     trimmed_fields=taken.trimmed, note=note)
     end = "end of trace" if position is None else f"next_skip={position}"
-    kinds = f" {'/'.join(sorted(taken.wanted))}" if taken.wanted else ""
-    return ok(out, f"{len(out.entries)}{kinds} entries (read {out.read} of {page.total_logs}"
+    # The text names entries by their skip from the oldest, which a newest-first page knows only from total_logs.
+    total = page.total_logs
+    positions = (None if total is None else [total - 1 - at for at in taken.positions]) if reverse else taken.positions
+    kinds = f"{'/'.join(sorted(taken.wanted))} " if taken.wanted else ""
+    entries = counted(len(out.entries), f"{kinds}entry", f"{kinds}entries")
+    return ok(out, f"{entries} (read {out.read} of {page.total_logs}"
                    f"{f' from skip {skip}' if skip else ''}) "
                    f"from run {agent_run_id}, "
-                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}", render=render_trace)
+                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}",
+              render=lambda data: render_trace(data, positions, note_said=stopped is None))
+
+
+async def _digest(ctx: Context, client: AgentAutomationClient, agent_run_id: int, skip: int,
+                  limit: int) -> CallToolResult:
+    async def progress(read: int, total: int | None) -> None:
+        await ctx.report_progress(read, total, f"digested {read} of {total} trace entries")
+
+    reading = await read_digest(client, agent_run_id, skip, limit, seconds=PAGING_SECONDS, progress=progress)
+    page = reading.page
+    out = TracePage(agent_run_id=agent_run_id, status=page.status, is_terminal=page.is_terminal,
+                    total_logs=page.total_logs, entries=[], digest=reading.digest, read=reading.read,
+                    next_skip=reading.next_skip, note=reading.note)
+    return ok(out, digest_summary(agent_run_id, page.status, reading), render=render_digest)

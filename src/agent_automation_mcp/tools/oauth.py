@@ -12,7 +12,7 @@ from ..api.params import Provider
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
 from .declarations import Toolset
-from .results import Output, Timestamp, label, ok, reported
+from .results import Output, Timestamp, counted, label, ok, reported
 
 toolset = Toolset("oauth", "See and revoke the user's OAuth connections to other services (account-wide).")
 
@@ -42,7 +42,7 @@ async def get_oauth_token_status(ctx: Context) -> Annotated[CallToolResult, OAut
     (revoked ones are not), scopes."""
     tokens = [OAuthConnection.pick(token) for token in await (await client_for(ctx)).get_oauth_token_status()]
     states = ", ".join(f"{label(t.provider, '?')} {_state(t.is_active)}" for t in tokens)
-    return ok(OAuthStatus(tokens=tokens), f"{len(tokens)} OAuth tokens{': ' + states if states else ''}")
+    return ok(OAuthStatus(tokens=tokens), f"{counted(len(tokens), 'OAuth token')}{': ' + states if states else ''}")
 
 
 def _state(is_active: bool | None) -> str:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..api.models import Models
+from ..api.models import Models, OrganizationSettings
 from ..api.params import Id
 from .callers import client_for
 from .declarations import Toolset
-from .results import Output, PageLimit, PageSkip, fit_page, label, ok
+from .results import Output, PageLimit, PageSkip, counted, fit_page, label, ok
 
 toolset = Toolset("org", "Organisations, users, repositories, integrations and models: the ids other tools take.")
 
@@ -20,15 +20,18 @@ toolset = Toolset("org", "Organisations, users, repositories, integrations and m
 class Organization(Output):
     id: int
     name: str | None = None
+    settings: OrganizationSettings | None = None  # whether agents may open pull requests and detect rules
 
 
 class User(Output):
     id: int
     github_username: str | None = None
+    github_user_id: str | None = None
     full_name: str | None = None
     email: str | None = None
+    avatar_url: str | None = None
     role: str | None = None
-    is_admin: bool | None = None
+    is_admin: bool | None = None  # deprecated by the service in favour of role
 
 
 class Repository(Output):
@@ -39,6 +42,8 @@ class Repository(Output):
     visibility: str | None = None
     archived: bool | None = None
     setup_status: str | None = None
+    github_id: str | None = None
+    organization_id: int | None = None
 
 
 class OrganizationList(Output):
@@ -62,16 +67,21 @@ class RepositoryList(Output):
 class Integration(Output):
     integration_type: str
     active: bool
+    token_id: int | str | None = None
+    installation_id: int | str | None = None
+    metadata: dict[str, Any] | None = None  # what the service says of the connection (e.g. the GitHub account)
 
 
 class IntegrationList(Output):
+    organization_id: int | None = None
+    organization_name: str | None = None
     integrations: list[Integration]
     total_active_integrations: int | None = None
 
 
-def _count(items: list[object], total: int | None, following: int | None, what: str) -> str:
+def _count(items: list[object], total: int | None, following: int | None, what: str, plural: str) -> str:
     more = f"; next_skip={following}" if following is not None else ""
-    return f"{len(items)} {what} (of {total if total is not None else 'unknown'}){more}"
+    return f"{counted(len(items), what, plural)} (of {total if total is not None else 'unknown'}){more}"
 
 
 @toolset.tool("List organizations", "list_organizations")
@@ -81,7 +91,7 @@ async def list_organizations(ctx: Context, skip: PageSkip = 0, limit: PageLimit 
     page = await (await client_for(ctx)).list_organizations(skip=skip, limit=limit)
     kept, following = fit_page([Organization.pick(o) for o in page.items], skip, limit, page.total)
     out = OrganizationList(organizations=kept, total=page.total, next_skip=following)
-    return ok(out, _count(out.organizations, out.total, out.next_skip, "organisations") + ", ids " +
+    return ok(out, _count(out.organizations, out.total, out.next_skip, "organisation", "organisations") + ", ids " +
               ", ".join(str(o.id) for o in out.organizations[:10]) + "; names in the result")
 
 
@@ -91,7 +101,7 @@ async def list_users(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 50) ->
     page = await (await client_for(ctx)).list_users(skip=skip, limit=limit)
     kept, following = fit_page([User.pick(u) for u in page.items], skip, limit, page.total)
     out = UserList(users=kept, total=page.total, next_skip=following)
-    return ok(out, _count(out.users, out.total, out.next_skip, "users"))
+    return ok(out, _count(out.users, out.total, out.next_skip, "user", "users"))
 
 
 @toolset.tool("Get user", "get_user", "get_current_user")
@@ -108,11 +118,12 @@ async def get_user(ctx: Context, user_id: Annotated[Id | None, Field(
 @toolset.tool("List repositories", "list_repositories")
 async def list_repositories(ctx: Context, skip: PageSkip = 0, limit: PageLimit = 50) -> Annotated[
         CallToolResult, RepositoryList]:
-    """List the organisation's repositories: the repo_id values other tools take, with names and languages."""
+    """List the organisation's repositories: the repo_id values other tools take, with names and languages.
+    The service reports no repository's pull requests (runs list those they made) or default branch."""
     page = await (await client_for(ctx)).list_repositories(skip=skip, limit=limit)
     kept, following = fit_page([Repository.pick(r) for r in page.items], skip, limit, page.total)
     out = RepositoryList(repositories=kept, total=page.total, next_skip=following)
-    return ok(out, _count(out.repositories, out.total, out.next_skip, "repositories") + ", ids " +
+    return ok(out, _count(out.repositories, out.total, out.next_skip, "repository", "repositories") + ", ids " +
               ", ".join(str(r.id) for r in out.repositories[:10]) + "; names in the result")
 
 
@@ -120,10 +131,11 @@ async def list_repositories(ctx: Context, skip: PageSkip = 0, limit: PageLimit =
 async def list_integrations(ctx: Context) -> Annotated[CallToolResult, IntegrationList]:
     """Show which integrations (GitHub, Slack, Linear, ...) the organisation has and which are active."""
     found = await (await client_for(ctx)).list_integrations()
-    out = IntegrationList(integrations=[Integration.pick(i) for i in found.integrations],
+    out = IntegrationList(organization_id=found.organization_id, organization_name=found.organization_name,
+                          integrations=[Integration.pick(i) for i in found.integrations],
                           total_active_integrations=found.total_active_integrations)
     active = [label(i.integration_type, "?") for i in out.integrations if i.active]
-    return ok(out, f"{len(active)} active integrations: {', '.join(active) or 'none'}")
+    return ok(out, f"{counted(len(active), 'active integration')}: {', '.join(active) or 'none'}")
 
 
 @toolset.tool("List models", "list_models")
@@ -131,4 +143,5 @@ async def list_models(ctx: Context) -> Annotated[CallToolResult, Models]:
     """List the models agent runs can use (the model argument of create_agent_run) and the default."""
     out = await (await client_for(ctx)).list_models()
     count = sum(len(p.models) for p in out.providers)
-    return ok(out, f"{count} models from {len(out.providers)} providers; default {label(out.default_model)}")
+    return ok(out, f"{counted(count, 'model')} from {counted(len(out.providers), 'provider')}; default "
+                   f"{label(out.default_model)}")

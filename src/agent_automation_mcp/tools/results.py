@@ -93,6 +93,11 @@ def ok(output: BaseModel, summary: str, *, rest: str = "ask for less at once",
                                                             TextContent(type="text", text=text)])
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 run`, `0 runs`, `2 entries`: a count with its noun in the number it takes."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def label(value: object, unknown: str = "unknown") -> str:
     """A short identifier the service sent (a status, a model or provider name), or `unknown` when it is not one:
     the only kind of service text a summary repeats."""
@@ -135,7 +140,7 @@ def _fit(data: Any) -> tuple[Any, str]:
 
     data = shorten(data)
     if strings:
-        cut.append(f"{strings} long text values shortened")
+        cut.append(f"{counted(strings, 'long text value')} shortened")
     for _ in range(20):  # each round halves the excess of one list, so few rounds are ever needed
         excess = len(compact_json(data)) - MAX_RESULT_CHARS
         if excess <= 0:
@@ -148,7 +153,8 @@ def _fit(data: Any) -> tuple[Any, str]:
         while keep > 0 and sum(len(compact_json(item)) + 1 for item in items[keep:]) < excess:
             keep -= 1
         data = _replace(data, path, items[:keep])
-        cut.append(f"{len(items) - keep} of {len(items)} items of {'.'.join(map(str, path)) or 'the result'} left out")
+        where = ".".join(map(str, path)) or "the result"
+        cut.append(f"{len(items) - keep} of {counted(len(items), 'item')} of {where} left out")
     return data, "; ".join(cut)
 
 
@@ -199,4 +205,4 @@ def trim_text(value: str, max_chars: int) -> str:
     """Cut a long string, saying how much was cut, so one field cannot flood a model's context."""
     if len(value) <= max_chars:
         return value
-    return f"{value[:max_chars]}…[trimmed {len(value) - max_chars} chars]"
+    return f"{value[:max_chars]}…[trimmed {counted(len(value) - max_chars, 'char')}]"

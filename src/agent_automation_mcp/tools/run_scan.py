@@ -17,7 +17,7 @@ from ..api.client import AgentAutomationClient
 from ..api.errors import ApiError
 from ..api.models import AgentRun, PullRequest, github_pull_request
 from ..api.params import SourceType
-from .results import next_skip
+from .results import counted, next_skip
 
 MAX_SCANNED_RUNS: Final = 500  # runs read per call at most, when this server filters
 SCAN_PAGE_SIZE: Final = 100  # in pages this large
@@ -96,8 +96,7 @@ class RunScan:
         """The search in words, for a note or a message."""
         ended = ("to the oldest run" if self.position is None
                  else "not to the oldest run: continue from next_skip")
-        pages = f"{self.pages} page{'' if self.pages == 1 else 's'}"
-        return f"read {self.read} runs in {pages} from skip {self.skip}, {ended}"
+        return f"read {counted(self.read, 'run')} in {counted(self.pages, 'page')} from skip {self.skip}, {ended}"
 
 
 async def scan_runs(client: AgentAutomationClient, taker: RunTaker, *, skip: int,

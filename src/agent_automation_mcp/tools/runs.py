@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -14,8 +15,18 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.errors import ApiError
-from ..api.models import AgentRun, LogPage, PullRequest, github_pull_request
-from ..api.params import MAX_METADATA_CHARS, STRICT_INT, AgentType, Id, Images, Metadata, Prompt, SourceType
+from ..api.models import AgentRun, PullRequest, github_pull_request
+from ..api.params import (
+    MAX_METADATA_CHARS,
+    STRICT_INT,
+    AgentType,
+    Id,
+    Images,
+    Metadata,
+    MetadataMatch,
+    Prompt,
+    SourceType,
+)
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
 from .results import (
@@ -24,6 +35,8 @@ from .results import (
     PageLimit,
     PageSkip,
     Timestamp,
+    compact_json,
+    counted,
     instant,
     label,
     ok,
@@ -38,6 +51,8 @@ MAX_WAIT_SECONDS: Final = 50
 WAIT_MARGIN_SECONDS: Final = 4.0  # the last poll after the wait, so a call answers within ~54 s
 POLL_INTERVALS: Final = (1.0, 1.0, 2.0, 2.0, 3.0, 5.0)
 RESUME_GAP_SECONDS: Final = 60  # a start seen this long after created_at is a resume, not the run's creation
+LIST_METADATA_CHARS: Final = 200  # of a run's metadata as JSON in a list; longer is shortened there
+LIST_METADATA_VALUE_CHARS: Final = 60  # of each of its values, when it is
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
                                    description="Wait up to this many seconds for the run to finish."),
@@ -63,35 +78,65 @@ class PullRequestRef(Output):
     pr_id: int  # the service's id: what edit_pull_request takes
     number: int | None = None  # GitHub's number, read from the url
     url: str | None = None
+    title: str | None = None
+    head_branch_name: str | None = None
+    created_at: Timestamp = None  # beside the runs' own: a run created after it did not open it
 
     @classmethod
     def of(cls, pr: PullRequest) -> PullRequestRef:
-        return cls(pr_id=pr.id, number=github_pull_request(pr.url)[1] if pr.url else None, url=pr.url)
+        return cls(pr_id=pr.id, number=github_pull_request(pr.url)[1] if pr.url else None, url=pr.url,
+                   title=pr.title, head_branch_name=pr.head_branch_name, created_at=pr.created_at)
 
 
 class Run(Output):
     id: int
+    organization_id: int | None = None
     status: str | None = None
     is_terminal: bool
-    # Since created_at by this server's clock, while the run is not finished: a resumed run's age, not its work time.
+    # While the run is not finished, by this server's clock: since created_at (a resumed run's age, not its work
+    # time), or in resume_agent_run's own result since that resume.
     elapsed_seconds: int | None = None
     web_url: str
     created_at: Timestamp = None
+    source_type: str | None = None  # API, SETUP_COMMANDS, GITHUB_PR_REVIEW, ...: what started the run
     result: str | None = None
     summary: str | None = None
+    metadata: dict[str, Any] | None = None  # as create_agent_run stored it (a list may shorten it: see its note)
     pull_requests: list[PullRequestRef] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, run: AgentRun | LogPage, max_chars: int) -> Run:
-        prs = getattr(run, "github_pull_requests", None) or []
+    def of(cls, run: AgentRun, max_chars: int, since: datetime | None = None) -> Run:
+        """`since`: when this server saw the run resume, for a resume's own result (see `elapsed_phrase`)."""
+        if run.is_terminal:
+            elapsed = None
+        elif since is not None:
+            elapsed = max(0, int(time.time() - since.timestamp()))
+        else:
+            elapsed = elapsed_since(run.created_at)
         return cls(
-            id=run.id, status=run.status, is_terminal=run.is_terminal,
+            id=run.id, organization_id=run.organization_id, status=run.status, is_terminal=run.is_terminal,
             web_url=run.web_url or f"{WEB_APP_URL}/agent/trace/{run.id}",
-            created_at=run.created_at, elapsed_seconds=None if run.is_terminal else elapsed_since(run.created_at),
+            created_at=run.created_at, elapsed_seconds=elapsed, source_type=run.source_type,
             result=trim_text(run.result, max_chars) if run.result else run.result,
-            summary=trim_text(s, max_chars) if (s := getattr(run, "summary", None)) else None,
-            pull_requests=[PullRequestRef.of(pr) for pr in prs],
+            summary=trim_text(run.summary, max_chars) if run.summary else None,
+            metadata=run.metadata, pull_requests=[PullRequestRef.of(pr) for pr in run.github_pull_requests or ()],
         )
+
+    def shortened(self) -> Run:
+        """The run as a list shows it: metadata over LIST_METADATA_CHARS of JSON with its long values cut and, past
+        the budget, its last keys left out (get_agent_run shows it whole). The same run when nothing is cut."""
+        if not self.metadata or len(compact_json(self.metadata)) <= LIST_METADATA_CHARS:
+            return self
+        kept: dict[str, Any] = {}
+        size = 2
+        for key, value in self.metadata.items():
+            text = value if isinstance(value, str) else compact_json(value)
+            short = value if len(text) <= LIST_METADATA_VALUE_CHARS else trim_text(text, LIST_METADATA_VALUE_CHARS)
+            size += len(compact_json({key: short}))
+            if kept and size > LIST_METADATA_CHARS:
+                break
+            kept[key] = short
+        return self.model_copy(update={"metadata": kept})
 
     def describe(self, since: datetime | None = None) -> str:
         """One line on the run; `since`: when this server saw the run start or resume (see `elapsed_phrase`)."""
@@ -176,7 +221,7 @@ async def create_agent_run(
 ) -> Annotated[CallToolResult, Run]:
     """Start an AI coding agent on a task, optionally on one repository. The run takes minutes: follow it
     with get_agent_run (wait_seconds), read its steps with get_agent_run_logs. Each call starts a new run
-    (10 per minute)."""
+    (10 per minute; the service does not report the plan's run quota)."""
     client = await client_for(ctx)
     created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
                                             images=images)
@@ -187,9 +232,10 @@ async def create_agent_run(
 @toolset.tool("Get agent run", "get_agent_run")
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
-    """Get an agent run's status, result and pull requests (the service does not report a pull request's
-    state, e.g. draft). elapsed_seconds: an unfinished run's age by this server's clock (not since a resume).
-    wait_seconds > 0 polls until the run finishes or the wait ends; is_terminal tells which."""
+    """Get an agent run's status, result, metadata and pull requests. The service does not report a pull
+    request's state (e.g. draft or merged), nor who started a run, its prompt, images, model, agent type,
+    repository (see its pull requests' URLs), cost, resume or end time. elapsed_seconds: an unfinished run's
+    age by this server's clock. wait_seconds > 0 polls until it ends; is_terminal says if it did."""
     client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
     started = time.monotonic()
     run = await client.get_agent_run(agent_run_id)
@@ -227,19 +273,22 @@ async def list_agent_runs(
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
         "Service values ACTIVE, PENDING, COMPLETE, ERROR, FAILED, STOPPED, CANCELLED, or words: running, "
         "failed, done, finished, stopped (any case)."))] = None,
-    pull_request: Annotated[PullRequestArg | None, Field(
-        description="Only runs that made it: URL, owner/repo#7 or pr_id.")] = None,
+    pull_request: Annotated[PullRequestArg | None, Field(description=(
+        "Only runs attached to it (URL, owner/repo#7 or pr_id); which one opened it is not reported."))] = None,
+    metadata: Annotated[MetadataMatch | None, Field(
+        description="Only runs whose metadata has these keys with these values.")] = None,
 ) -> Annotated[CallToolResult, RunList]:
-    """List the organisation's agent runs, newest first, optionally filtered. Runs do not say who started
-    them. statuses and pull_request are filtered here, over ≤500 runs a call (note says how far)."""
+    """List the organisation's agent runs, newest first, optionally filtered. statuses, pull_request and
+    metadata are filtered here, over ≤500 runs a call (note says how far)."""
     client = await client_for(ctx)
     wanted = wanted_statuses(statuses)
-    filtering = bool(wanted) or pull_request is not None
-    taken = RunsTaken(_max_chars(ctx), limit, wanted, pull_request)
+    filtering = bool(wanted) or pull_request is not None or metadata is not None
+    taken = RunsTaken(_max_chars(ctx), limit, wanted, pull_request, metadata)
     scan = await scan_runs(client, taken, skip=skip, page_size=SCAN_PAGE_SIZE if filtering else limit,
                            filtering=filtering, user_id=user_id, source_type=source_type)
     which = " and ".join([*([f"in {', '.join(sorted(wanted))}"] if wanted else []),
-                          *([f"of pull request {pull_request}"] if pull_request else [])])
+                          *([f"of pull request {pull_request}"] if pull_request else []),
+                          *(["with the metadata asked"] if metadata is not None else [])])
     notes = [taken.note] if taken.note else []
     if scan.failed is not None:
         notes.append(f"stopped early ({scan.failed.kind}): continue from next_skip")
@@ -247,29 +296,61 @@ async def list_agent_runs(
         notes.append(scan.how_far())
     if wanted and not taken.runs and taken.seen:
         have = ", ".join(f"{status} {count}" for status, count in taken.seen.most_common())
-        notes.insert(0, f"none of the {taken.seen.total()} runs read is in {', '.join(sorted(wanted))}; they are: "
-                        f"{have}")
+        notes.insert(0, f"none of the {counted(taken.seen.total(), 'run')} read is in {', '.join(sorted(wanted))}; "
+                        f"they are: {have}")
+    if pull_request is not None and taken.runs:
+        notes.append(opened_by(pull_request, taken.pull_request_found, taken.runs))
+    if taken.shortened:
+        notes.append(f"metadata shortened in {counted(len(taken.shortened), 'run')} "
+                     f"({', '.join(map(str, taken.shortened))}): get_agent_run shows it whole")
     out = RunList(runs=taken.runs, total=scan.total, next_skip=scan.position,
                   note="; ".join(notes) or None)
-    return ok(out, f"{len(out.runs)} runs{f' {which}' if which else ''} (of "
+    return ok(out, f"{counted(len(out.runs), 'run')}{f' {which}' if which else ''} (of "
                    f"{out.total if out.total is not None else 'unknown'} in total)"
                    f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
                    f"{f'; {out.note}' if out.note else ''}")
 
 
+def opened_by(name: PullRequestName, pr: PullRequest | None, runs: list[Run]) -> str:
+    """What the data says of which run opened a pull request, which the service does not report: a run created after
+    the pull request did not."""
+    made = instant(pr.created_at) if pr is not None else None
+    if made is None:
+        return f"the service does not say which run opened pull request {name}, nor when it was created"
+    before = [run.id for run in runs if (created := instant(run.created_at)) is not None and created <= made]
+    which = (f"of these, only run{'s' if len(before) > 1 else ''} {', '.join(map(str, before))} "
+             f"{'were' if len(before) > 1 else 'was'} created at or before it" if before
+             else "none of these was created at or before it")
+    return (f"the service does not say which run opened pull request {name}: it was created at {made.isoformat()}; "
+            f"{which}")
+
+
+def metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    """Every key wanted, with the same JSON value (1 is not true, "7" is not 7)."""
+    return metadata is not None and all(
+        key in metadata and _json_key(metadata[key]) == _json_key(value) for key, value in wanted.items())
+
+
+def _json_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
 @dataclass
 class RunsTaken:
-    """The runs a list call returns: at most `limit`, only `wanted` statuses and runs of `pull_request`, within
-    PAGE_ITEMS_CHARS."""
+    """The runs a list call returns: at most `limit`, only `wanted` statuses, runs of `pull_request` and runs with the
+    `metadata` asked, within PAGE_ITEMS_CHARS."""
 
     max_chars: int
     limit: int
     wanted: set[str]
     pull_request: PullRequestName | None = None
+    metadata: dict[str, Any] | None = None
     runs: list[Run] = field(default_factory=list)
     size: int = 0
     note: str | None = None
     seen: Counter[str] = field(default_factory=Counter)  # the statuses of the runs read
+    pull_request_found: PullRequest | None = None  # as the newest run attached to it shows it
+    shortened: list[int] = field(default_factory=list)  # runs whose metadata the list shortened
 
     @property
     def full(self) -> bool:
@@ -284,15 +365,23 @@ class RunsTaken:
             self.seen[label(item.status)] += 1
             if self.wanted and (item.status or "").upper() not in self.wanted:
                 continue
-            if self.pull_request is not None and self.pull_request.found_in(item) is None:
+            if self.pull_request is not None:
+                if (pr := self.pull_request.found_in(item)) is None:
+                    continue
+                self.pull_request_found = self.pull_request_found or pr
+            if self.metadata is not None and not metadata_matches(item.metadata, self.metadata):
                 continue
-            run = Run.of(item, self.max_chars)
+            whole = Run.of(item, self.max_chars)
+            run = whole.shortened()
             size = len(run.model_dump_json())
             if self.runs and self.size + size > PAGE_ITEMS_CHARS:
-                self.note = f"stopped at {len(self.runs)} runs ({self.size:,} characters): continue from next_skip"
+                self.note = (f"stopped at {counted(len(self.runs), 'run')} ({self.size:,} characters): continue from "
+                             "next_skip")
                 return consumed
             self.runs.append(run)
             self.size += size
+            if run is not whole:
+                self.shortened.append(run.id)
         return len(items)
 
 
@@ -303,5 +392,5 @@ async def resume_agent_run(agent_run_id: Id, prompt: Prompt, ctx: Context,
     it finished). Follow it with get_agent_run."""
     client = await client_for(ctx)
     resumed_at = datetime.now(UTC)
-    run = Run.of(await client.resume_agent_run(agent_run_id, prompt, model=model), _max_chars(ctx))
+    run = Run.of(await client.resume_agent_run(agent_run_id, prompt, model=model), _max_chars(ctx), since=resumed_at)
     return ok(run, f"Resumed: {run.describe(since=resumed_at)}")

@@ -13,7 +13,7 @@ from ..api.models import CheckSuiteSettings
 from ..api.params import MAX_CHECKS, CheckLists, CheckName, CheckPrompt, CheckRetryCount, Id, RetryCount
 from .callers import client_for
 from .declarations import Toolset
-from .results import Output, label, ok
+from .results import Output, counted, label, ok
 
 toolset = Toolset("settings", "Read and change a repository's check-suite settings.")
 
@@ -47,8 +47,10 @@ async def get_check_suite_settings(repo_id: RepoId, ctx: Context) -> Annotated[C
     """Read how a repository's failed CI checks are handled: retries, ignored checks, prompts per check,
     apps handled first."""
     out = await (await client_for(ctx)).get_check_suite_settings(repo_id)
-    return ok(out, f"Repository {repo_id}: retry failed checks {out.check_retry_count} times, "
-                   f"{len(out.ignored_checks)} ignored checks")
+    retries = "an unreported number of times" if out.check_retry_count is None else counted(out.check_retry_count,
+                                                                                               "time")
+    return ok(out, f"Repository {repo_id}: retry failed checks {retries}, "
+                   f"{counted(len(out.ignored_checks), 'ignored check')}")
 
 
 @toolset.tool("Update check-suite settings", "get_check_suite_settings", "update_check_suite_settings")

@@ -39,7 +39,8 @@ def _was(previous: WebhookConfig, url: str | None = None) -> str:
 
 @toolset.tool("Get webhook", "get_webhook")
 async def get_webhook(ctx: Context) -> Annotated[CallToolResult, WebhookConfig]:
-    """Show the webhook called when an agent run finishes (url, enabled, whether a secret is set)."""
+    """Show the webhook called when an agent run finishes (url, enabled, whether a secret is set). The
+    service does not report past deliveries."""
     out = await (await client_for(ctx)).get_webhook()
     state = "not set" if not out.url else "set" if out.enabled else "set but disabled"
     return ok(out, f"Webhook {state}{'; its URL is in the result' if out.url else ''}")

@@ -1,11 +1,16 @@
 """The clients that may ask for a sign-in: registered here (RFC 7591) or described by their own URL (Client ID
 Metadata Documents, fetched by `documents.py`).
 
-A registration that never leads to a sign-in expires within the hour, so a flood of registrations leaves
-nothing behind; one that does is kept while it keeps signing in. Each is at most `MAX_CLIENT_BYTES` as stored,
-and their number is bounded per address and in total (`register` budget, `signin.py`), so what strangers can make
-Redis hold is bounded too (60 a minute by default: at most 3,600 pending, under 30 MB). A client secret, when a
-client asks for one, is stored only as its hash.
+A registration is not stored: its record is sealed into the client id this server answers with (`state_seal.py`,
+bound to this deployment), so every replica knows the client whatever Redis holds, lost or cannot answer. A
+registration costs nothing to keep, so none expires; it ends when the key that sealed it leaves
+`AGENT_AUTOMATION_STATE_KEYS`. Holding an old id gives nothing a new registration would not: anyone may register
+(the `register` budget bounds how often). The record is at most `MAX_CLIENT_BYTES`, so an id fits in the URL of
+the consent page; a client secret, when a client asks for one, is sealed only as its hash. Clients registered
+before ids were sealed are read from the store (`legacy.py`).
+
+The SDK's registration handler answers with the record it gave `register_client`, so naming the client there is
+what the client is told (`tests/e2e/test_oauth.py` registers, then signs in with the id it got).
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
+from collections.abc import Sequence
+from contextlib import suppress
 from typing import Final
 from urllib.parse import unquote
 
@@ -22,13 +30,16 @@ from mcp.server.auth.provider import RegistrationError
 from mcp.shared.auth import OAuthClientInformationFull
 from starlette.requests import Request
 
+from ...state_seal import StateSeal, sealed_chars
 from .client_rules import check_metadata
 from .documents import MetadataDocuments, is_document_url
-from .store import Store
+from .legacy import LegacyClients
+from .store import Store, StoreUnavailable
 
-PENDING_CLIENT_SECONDS: Final = 3600  # a registration must lead to a sign-in within this time
-CLIENT_SECONDS: Final = 90 * 86400  # a client that signs in is kept this long after its last sign-in
-MAX_CLIENT_BYTES: Final = 8192  # a registration as stored (10 redirect URIs of 500 characters fit, with room)
+CLIENT_PREFIX: Final = "aamcp_client_"
+PURPOSE: Final = b"agent-automation-mcp oauth client id v1"
+MAX_CLIENT_BYTES: Final = 4096  # a registration's record (10 redirect URIs of 300 characters fit, with room)
+MAX_CLIENT_ID_CHARS: Final = len(CLIENT_PREFIX) + sealed_chars(MAX_CLIENT_BYTES)
 
 
 def _secret_hash(secret: str) -> str:
@@ -36,37 +47,43 @@ def _secret_hash(secret: str) -> str:
 
 
 class Clients:
-    def __init__(self, store: Store, documents: MetadataDocuments) -> None:
-        self.store = store
+    def __init__(self, keys: Sequence[str], resource: str, store: Store, documents: MetadataDocuments) -> None:
+        self._seal = StateSeal(keys, PURPOSE)
+        self.resource = resource
         self.documents = documents
+        self.legacy = LegacyClients(store)
 
     async def get(self, client_id: str) -> OAuthClientInformationFull | None:
         """A registered client, or the client a metadata document URL describes; None when there is none.
         A registered client's `client_secret` holds the secret's hash."""
         if is_document_url(client_id):
             return await self.documents.client(client_id)
-        if len(client_id) > 100:
+        if not client_id.startswith(CLIENT_PREFIX):
+            return await self.legacy.get(client_id)
+        if len(client_id) > MAX_CLIENT_ID_CHARS:
             return None
-        raw = await self.store.get(f"client:{client_id}")
-        return OAuthClientInformationFull.model_validate_json(raw) if raw is not None else None
+        record = self._seal.open(client_id.removeprefix(CLIENT_PREFIX), self.resource)
+        if record is None:
+            return None
+        return OAuthClientInformationFull.model_validate(json.loads(record) | {"client_id": client_id})
 
-    async def register(self, client: OAuthClientInformationFull) -> None:
+    def register(self, client: OAuthClientInformationFull) -> None:
+        """Check a registration and name the client: its id is its record, sealed."""
         check_metadata(client)
         stored = client.model_copy(update={
             "client_secret": _secret_hash(client.client_secret) if client.client_secret else None})
-        raw = stored.model_dump_json(exclude_none=True)
-        if len(raw.encode()) > MAX_CLIENT_BYTES:
+        record = stored.model_dump_json(exclude_none=True, exclude={"client_id"}).encode()
+        if len(record) > MAX_CLIENT_BYTES:
             raise RegistrationError("invalid_client_metadata", f"the registration is larger than {MAX_CLIENT_BYTES} "
                                     "bytes; register fewer or shorter URIs and names")
-        await self.store.put(f"client:{client.client_id}", raw, PENDING_CLIENT_SECONDS)
+        client.client_id = CLIENT_PREFIX + self._seal.seal(record, self.resource)
 
-    async def signed_in(self, client_id: str) -> None:
-        """A sign-in completed: keep the registration (a metadata document client is not stored)."""
-        if is_document_url(client_id):
-            return
-        raw = await self.store.get(f"client:{client_id}")
-        if raw is not None:
-            await self.store.put(f"client:{client_id}", raw, CLIENT_SECONDS)
+    async def used(self, client_id: str) -> None:
+        """A sign-in or refresh of the client: a registration of before sealed ids is kept in the store meanwhile
+        (if the store answers: the tokens are issued already)."""
+        if not is_document_url(client_id) and not client_id.startswith(CLIENT_PREFIX):
+            with suppress(StoreUnavailable):
+                await self.legacy.keep(client_id)
 
 
 class SecretHashAuthenticator(ClientAuthenticator):

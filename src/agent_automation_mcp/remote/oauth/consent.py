@@ -72,8 +72,8 @@ def consent_page(form: ConsentForm, nonce: str) -> str:
     else:
         field = ('<label for="token">Your Codegen API token</label>'
                  '<input id="token" type="password" name="token" autocomplete="off" required>'
-                 '<small>From https://codegen.com/token. It stays on this server, encrypted; the client never '
-                 "sees it.</small>")
+                 '<small>From https://codegen.com/token. It is kept encrypted with this server\'s keys; the '
+                 "client never sees it.</small>")
     access = ("" if form.organizations else  # chosen at the first step, carried through the organisation step
               '<label class="check"><input type="checkbox" name="access" value="read"'
               f'{" checked" if form.read_only else ""}> Read only</label>'

@@ -5,7 +5,7 @@ every address the name resolves to must be public (no loopback, private, link-lo
 and the connection goes to the address that was checked (TLS still verifies the name), so a name that
 resolves differently a moment later cannot lead elsewhere; at most `MAX_REDIRECTS` redirects (each checked
 the same way), `FETCH_SECONDS` in all and `MAX_DOCUMENT_BYTES` of body. A document is remembered for
-`DOCUMENT_SECONDS`, so a sign-in fetches it once.
+`DOCUMENT_SECONDS`, so a sign-in fetches it once (each time, while Redis does not answer).
 
 Tests serve a document from a loopback `https` server; they name that exact `host:port` in
 `AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS`, which lifts the address check for it alone.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Iterable
+from contextlib import suppress
 from typing import Final
 from urllib.parse import urljoin, urlsplit
 
@@ -26,7 +27,7 @@ from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import ValidationError
 
 from .client_rules import check_metadata
-from .store import Store
+from .store import Store, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -54,15 +55,17 @@ class MetadataDocuments:
         """The client the document at `url` describes; None (the reason logged) when it cannot be had."""
         if len(url) > MAX_URL_CHARS:
             return None
-        cached = await self.store.get(f"cimd:{url}")
-        if cached is not None:
-            return OAuthClientInformationFull.model_validate_json(cached)
+        with suppress(StoreUnavailable):  # a cache: without it, the document is fetched again
+            cached = await self.store.get(f"cimd:{url}")
+            if cached is not None:
+                return OAuthClientInformationFull.model_validate_json(cached)
         try:
             client = await self._fetch(url)
         except DocumentRefused as exc:
             logger.info("client metadata document refused: %s", exc)
             return None
-        await self.store.put(f"cimd:{url}", client.model_dump_json(exclude_none=True), DOCUMENT_SECONDS)
+        with suppress(StoreUnavailable):
+            await self.store.put(f"cimd:{url}", client.model_dump_json(exclude_none=True), DOCUMENT_SECONDS)
         return client
 
     async def _fetch(self, url: str) -> OAuthClientInformationFull:

@@ -287,7 +287,8 @@ class Endpoints:
         """The client and the redirect URI to use, or why there is none (shown as a page, never redirected to)."""
         client = await self.clients.get(client_id) if client_id else None
         if client is None:
-            return "This app is not known to this server (its registration expired, or its client_id is wrong)."
+            return ("This app is not known to this server (its registration has ended, or its client_id is wrong): "
+                    "remove this server from the app and add it again.")
         registered = [str(uri) for uri in client.redirect_uris or []]
         if redirect_uri is None and len(registered) == 1:
             return client, registered[0]

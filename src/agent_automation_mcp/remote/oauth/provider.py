@@ -19,19 +19,21 @@ class SignInProvider:
         return await self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        await self.clients.register(client_info)
+        self.clients.register(client_info)
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> PendingCode | None:
         return await self.grants.pending_code(code)
 
     async def exchange_authorization_code(self, client: OAuthClientInformationFull, code: PendingCode) -> OAuthToken:
         tokens = await self.grants.redeem(code)
-        await self.clients.signed_in(client.client_id)
+        await self.clients.used(client.client_id)
         return tokens
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> GrantRefresh | None:
-        return await self.grants.refresh_token(refresh_token)
+        return await self.grants.refresh_token(client.client_id, refresh_token)
 
     async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: GrantRefresh,
                                      scopes: list[str]) -> OAuthToken:
-        return await self.grants.rotate(refresh_token)
+        tokens = await self.grants.rotate(refresh_token)
+        await self.clients.used(client.client_id)
+        return tokens

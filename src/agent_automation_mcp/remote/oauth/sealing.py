@@ -1,7 +1,8 @@
-"""The keys of a sign-in server: sealing the service token of each grant, and signing consent forms.
+"""The keys of a sign-in server: encrypting the service token of each grant, and signing consent forms.
 
 The operator's keys (`AGENT_AUTOMATION_OAUTH_KEYS`) are Fernet keys: the first seals, every one of them
-opens, so a key is rotated by putting a new one first and dropping the old one once its grants have ended.
+opens, so a key is rotated by putting a new one first and dropping the old one 30 days later: each refresh
+re-encrypts its grant's service token under the first key, and a grant unused for 30 days has ended.
 Every replica must hold the same keys, or a grant sealed by one is unreadable on the others.
 """
 
@@ -43,6 +44,13 @@ class Sealer:
         try:
             ttl = None if max_age is None else int(max_age)
             return self._fernet.decrypt(sealed.encode(), ttl=ttl).decode()
+        except (InvalidToken, ValueError, UnicodeError):
+            return None
+
+    def reseal(self, sealed: str) -> str | None:
+        """`sealed` under the first key (what a rotation needs of a value that lives on); None if it does not open."""
+        try:
+            return self._fernet.rotate(sealed.encode()).decode()
         except (InvalidToken, ValueError, UnicodeError):
             return None
 

@@ -3,13 +3,16 @@
 `SignIn` holds the store, the keys, the clients and the grants; it gives the app its routes and the gate its
 one check of our access tokens (`admit`): a token of ours stands for a grant, and the request goes on as if it
 carried the grant's service token and organisation, so everything after the gate is the `--auth request` path.
+Tokens and client ids are sealed with `AGENT_AUTOMATION_STATE_KEYS`, the service token inside a grant encrypted
+with `AGENT_AUTOMATION_OAUTH_KEYS` too: a sign-in needs both key sets, and no longer Redis (`grants.py`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from typing import Final
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl
@@ -35,17 +38,14 @@ from .grants import Grants, SignedIn, is_ours
 from .metadata import ServerMetadata
 from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
-
-if TYPE_CHECKING:
-    from redis.asyncio import Redis
+from .tokens import TokenSeal
 
 logger = logging.getLogger(__name__)
 
 # Requests per sign-in, per endpoint: one registration, two or three consent requests (the page, the form,
-# perhaps the choice of organisation), one token request plus refreshes. Registrations also have a total: each one
-# is stored for up to an hour (`clients.py`), so the total bounds what strangers can make Redis hold.
+# perhaps the choice of organisation), one token request plus refreshes. Registrations also have a total.
 PER_SIGNIN: Final = {"register": 1, "authorize": 3, "token": 3, "revoke": 3}
-REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 6  # × --oauth signins: 60 a minute by default, ≤ 3,600 pending at once
+REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 6  # × --oauth signins: 60 a minute by default, every address together
 
 
 def signin_budgets(signins: int) -> list[Budget]:
@@ -56,18 +56,18 @@ def signin_budgets(signins: int) -> list[Budget]:
 
 
 class SignIn:
-    def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, budgets: AddressBudgets,
-                 transport: Callable[[], ApiTransport | None], metrics: Metrics,
+    def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, state_keys: Sequence[str],
+                 budgets: AddressBudgets, transport: Callable[[], ApiTransport | None], metrics: Metrics,
                  organizations: AllowedOrganizations, trusted_client_hosts: tuple[str, ...] = ()) -> None:
         self.metadata = metadata
         self.store = store
-        self.grants = Grants(store, sealer, metadata.resource)
-        self.clients = Clients(store, MetadataDocuments(store, trusted_client_hosts))
+        self.grants = Grants(store, sealer, TokenSeal(state_keys, metadata.resource))
+        self.clients = Clients(state_keys, metadata.resource, store, MetadataDocuments(store, trusted_client_hosts))
         self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, budgets, transport, metrics,
                                    organizations)
 
     @classmethod
-    def from_settings(cls, remote: RemoteSettings, redis: Redis | None, shared: SharedStore,
+    def from_settings(cls, remote: RemoteSettings, shared: SharedStore,
                       transport: Callable[[], ApiTransport | None], metrics: Metrics) -> SignIn:
         public_url = cls.check(remote)
         if remote.oauth_keys:
@@ -76,7 +76,7 @@ class SignIn:
             logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
                            "this process (fine on loopback; set the keys so they outlive a restart)")
             sealer = Sealer.ephemeral()
-        return cls(ServerMetadata(public_url), create_store(redis), sealer,
+        return cls(ServerMetadata(public_url), create_store(shared), sealer, remote.state_keys,
                    AddressBudgets(shared, signin_budgets(remote.oauth_signins)), transport, metrics,
                    AllowedOrganizations.of(remote.allowed_orgs), remote.oauth_trusted_client_hosts)
 
@@ -90,6 +90,10 @@ class SignIn:
             raise ValueError("--auth oauth beyond loopback needs AGENT_AUTOMATION_OAUTH_KEYS (comma-separated; "
                              "make one with: python -c 'from cryptography.fernet import Fernet; "
                              "print(Fernet.generate_key().decode())')")
+        if not remote.state_keys and not is_loopback_url(public_url):
+            raise ValueError("--auth oauth beyond loopback needs AGENT_AUTOMATION_STATE_KEYS (comma-separated; make "
+                             "one with: openssl rand -hex 32): sign-ins and registered apps are sealed with them, "
+                             "and with a key of the process instead a restart would sign everyone out")
         return public_url
 
     @property
@@ -106,19 +110,21 @@ class SignIn:
 
     async def admit(self, scope: Scope, token: str, transport: ApiTransport, verdicts: TokenVerdicts,
                     address: str | None) -> Refused | None:
-        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401, or 503
-        while the shared store does not answer)."""
+        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401; 503 for a
+        token of the previous scheme while the shared store does not answer)."""
         try:
             signed_in = await self.grants.signed_in(token)
-            if signed_in is None:
-                return _refusal(401, "this sign-in has expired or ended", self.challenge)
-            verdict = await verdicts.verdict(transport, signed_in.service_token, address)
-            if not verdict.accepted:
-                await self.grants.end(signed_in.grant.id)
-                return _refusal(401, "the service no longer accepts the token this sign-in was made with",
-                                self.challenge)
         except StoreUnavailable:
             return _refusal(503, "sign-ins cannot be checked just now", self.challenge)
+        if signed_in is None:
+            return _refusal(401, "this sign-in has expired or ended", self.challenge)
+        # The grant vouches for its token (this server checked it at the sign-in): no strangers' budget is spent.
+        verdict = await verdicts.verdict(transport, signed_in.service_token, address, vouched=True)
+        if not verdict.accepted:
+            with suppress(StoreUnavailable):  # ended now if the store answers; refused again at the next call if not
+                await self.grants.end(signed_in.grant.id)
+            return _refusal(401, "the service no longer accepts the token this sign-in was made with",
+                            self.challenge)
         scope["headers"] = _as_caller(scope["headers"], signed_in)
         if is_read_only(signed_in.grant.scopes):
             scope.setdefault("state", {})[READ_ONLY_GRANT] = True

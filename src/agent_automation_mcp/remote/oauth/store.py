@@ -1,17 +1,21 @@
-"""Where grants, codes, clients and consent pages live: Redis when `AGENT_AUTOMATION_REDIS_URL` is set (so any
-replica honours what another issued, and a revocation holds everywhere at once), process memory otherwise.
+"""What sign-ins keep beside their sealed tokens: Redis when `AGENT_AUTOMATION_REDIS_URL` is set (so a revocation
+holds everywhere at once), process memory otherwise. Codes and consent pages in flight, the chain of each grant's
+refreshes and the grants that ended; and what the previous scheme left (`legacy.py`). Nothing a sign-in needs to
+go on: that is in its tokens (`tokens.py`) and its client's id (`clients.py`).
 
-Values are short strings under keys the callers build from hashes: no token is ever a key or a value here.
+Values are short strings under keys the callers build from hashes and ids: no token is ever a key or a value here.
+While Redis does not answer (`StoreUnavailable`), Redis is not asked again for a moment (`SharedStore`'s pause),
+so a request during an outage does not wait for a timeout first.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from ...caching import SharedStore
 
 T = TypeVar("T")
 
@@ -27,9 +31,24 @@ if not pointer then return false end
 return redis.call('GET', ARGV[1] .. pointer)
 """
 
+# KEYS: the grant's end mark, its chain. ARGV: the step of the refresh token spent, the chain's lifetime and the
+# end mark's (ms). See `Store.advance`.
+ADVANCE_SCRIPT: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'ended' end
+local step = tonumber(ARGV[1])
+local at = tonumber(redis.call('GET', KEYS[2]))
+if at and at > step then
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[3])
+  return 'reused'
+end
+redis.call('SET', KEYS[2], step + 1, 'PX', ARGV[2])
+return 'ok'
+"""
+
 
 class StoreUnavailable(Exception):
-    """The shared store did not answer: sign-in cannot go on now (answered 503, to try again)."""
+    """The shared store did not answer: what needs it (a new sign-in, a revocation) cannot go on now (answered 503,
+    to try again)."""
 
 
 class Store(Protocol):
@@ -43,6 +62,12 @@ class Store(Protocol):
 
     async def follow(self, key: str, prefix: str) -> str | None:
         """The value under `prefix` + the value of `key` (None if either is missing), in one round trip."""
+        ...
+
+    async def advance(self, ended: str, chain: str, step: int, ttl: float, ended_ttl: float) -> str:
+        """Spend step `step` of a chain of refreshes, at once: "ended" when `ended` is set; "reused" (and `ended`
+        set) when the chain is past the step already, so the token was spent before; else "ok", the chain past it.
+        A chain missing or behind (the store came back empty, or from an older copy) takes the step as it comes."""
         ...
 
     async def delete(self, *keys: str) -> None: ...
@@ -90,6 +115,16 @@ class MemoryStore:
         pointer = self._live(key)
         return self._live(prefix + pointer) if pointer is not None else None
 
+    async def advance(self, ended: str, chain: str, step: int, ttl: float, ended_ttl: float) -> str:
+        if self._live(ended) is not None:
+            return "ended"
+        at = self._live(chain)
+        if at is not None and int(at) > step:
+            await self.put(ended, "1", ended_ttl)
+            return "reused"
+        await self.put(chain, str(step + 1), ttl)
+        return "ok"
+
     async def delete(self, *keys: str) -> None:
         for key in keys:
             self._entries.pop(key, None)
@@ -101,33 +136,40 @@ class MemoryStore:
 class RedisStore:
     """The shared store: every key under one prefix, each with its own expiry, so Redis forgets what has ended."""
 
-    def __init__(self, redis: Redis) -> None:
-        from ...redis_pool import UNREACHABLE  # the replica's one client: its timeouts and retry (redis_pool.py)
-
-        self._redis = redis
-        self._errors = UNREACHABLE
+    def __init__(self, shared: SharedStore) -> None:
+        assert shared.redis is not None
+        self._shared = shared  # the replica's one client (redis_pool.py), and its pause after a failure
+        self._redis = shared.redis
         self._follow = self._redis.register_script(FOLLOW_SCRIPT)
+        self._advance = self._redis.register_script(ADVANCE_SCRIPT)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
-        await self._ask(self._redis.set(PREFIX + key, value, px=max(1, int(ttl * 1000))))
+        await self._ask(lambda: self._redis.set(PREFIX + key, value, px=_ms(ttl)))
 
     async def get(self, key: str) -> str | None:
-        return _text(await self._ask(self._redis.get(PREFIX + key)))
+        return _text(await self._ask(lambda: self._redis.get(PREFIX + key)))
 
     async def take(self, key: str) -> str | None:
-        return _text(await self._ask(self._redis.getdel(PREFIX + key)))
+        return _text(await self._ask(lambda: self._redis.getdel(PREFIX + key)))
 
     async def follow(self, key: str, prefix: str) -> str | None:
-        return _text(await self._ask(self._follow(keys=[PREFIX + key], args=[PREFIX + prefix])))
+        return _text(await self._ask(lambda: self._follow(keys=[PREFIX + key], args=[PREFIX + prefix])))
+
+    async def advance(self, ended: str, chain: str, step: int, ttl: float, ended_ttl: float) -> str:
+        return _text(await self._ask(lambda: self._advance(
+            keys=[PREFIX + ended, PREFIX + chain], args=[step, _ms(ttl), _ms(ended_ttl)]))) or ""
 
     async def delete(self, *keys: str) -> None:
         if keys:
-            await self._ask(self._redis.delete(*(PREFIX + key for key in keys)))
+            await self._ask(lambda: self._redis.delete(*(PREFIX + key for key in keys)))
 
-    async def _ask(self, command: Awaitable[T]) -> T:
+    async def _ask(self, command: Callable[[], Awaitable[T]]) -> T:
+        if self._shared.reachable() is None:
+            raise StoreUnavailable("Redis did not answer a moment ago")
         try:
-            return await command
-        except self._errors as exc:
+            return await command()
+        except self._shared.failures as exc:
+            self._shared.lost(exc)
             raise StoreUnavailable(f"Redis did not answer ({type(exc).__name__})") from None
 
     async def close(self) -> None:
@@ -138,5 +180,9 @@ def _text(value: bytes | None) -> str | None:
     return value.decode() if value is not None else None
 
 
-def create_store(redis: Redis | None) -> Store:
-    return RedisStore(redis) if redis is not None else MemoryStore()
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def create_store(shared: SharedStore) -> Store:
+    return RedisStore(shared) if shared.redis is not None else MemoryStore()

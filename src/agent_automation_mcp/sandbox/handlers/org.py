@@ -28,7 +28,7 @@ _MCP_PROVIDERS = [
      "default_scopes": None, "is_mcp": True, "meta": None},
     {"id": 3, "name": "sentry", "issuer": "https://sentry.io", "authorization_endpoint":
      "https://sentry.io/oauth/authorize/", "token_endpoint": "https://sentry.io/oauth/token/",
-     "default_scopes": ["project:read", "event:read"], "is_mcp": True},
+     "default_scopes": ["project:read", "event:read"], "is_mcp": True, "meta": None},
 ]
 
 

@@ -1,0 +1,184 @@
+"""Nothing the service sends is dropped without a reason written down (issue 33): every field of every answer the
+reference OpenAPI declares, for every operation a tool sends, is in the tool's result or left out in
+`tools/answers.py` with its reason; whatever a tool lets a user write is read back somewhere or said not to be; and
+what the service never reports is said in the description of the tool a model reaches for."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from agent_automation_mcp.api.operations import OPERATIONS
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools import answers
+from agent_automation_mcp.tools.answers import ANSWERS, BEYOND_OPENAPI, NOT_REPORTED, TARGETS, WRITTEN
+from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+
+ROOT = Path(__file__).parents[2]
+REGISTRY = Path(inspect.getfile(answers)).relative_to(ROOT)
+
+
+async def _listed() -> dict[str, dict[str, Any]]:
+    async with Client(build_server(ApiSettings(), ServerSettings(toolsets=TOOLSETS))) as client:
+        return {tool.name: tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for tool in (await client.list_tools()).tools}
+
+
+def answer_fields(document: dict[str, Any], operation_id: str) -> Iterator[str]:
+    """The fields of an operation's 200 answer, as paths (`items[].github_pull_requests[].id`), parents first."""
+    schemas = document["components"]["schemas"]
+    (spec,) = [spec for methods in document["paths"].values() for spec in methods.values()
+               if spec["operationId"] == operation_id]
+    answer = spec["responses"]["200"].get("content", {}).get("application/json", {}).get("schema", {})
+
+    def walk(schema: dict[str, Any], path: str, seen: frozenset[str]) -> Iterator[str]:
+        if "$ref" in schema:
+            name = schema["$ref"].rsplit("/", 1)[-1]
+            if name not in seen:
+                yield from walk(schemas[name], path, seen | {name})
+            return
+        for branch in schema.get("anyOf", ()):
+            yield from walk(branch, path, seen)
+        if schema.get("type") == "array":
+            yield from walk(schema.get("items", {}), f"{path}[]", seen)
+        for name, child in schema.get("properties", {}).items():
+            field = f"{path}.{name}" if path else name
+            yield field
+            yield from walk(child, field, seen)
+
+    yield from dict.fromkeys(walk(answer, "", frozenset()))
+
+
+def carries(output_schema: dict[str, Any], path: str) -> bool:
+    """Whether a result with this output schema (an outline: names, nested as the result is) holds `path`. A value
+    the outline leaves open (`{}`, any JSON) holds everything below it."""
+    node: dict[str, Any] = output_schema
+    for part in path.split("."):
+        name, lists = part.rstrip("[]"), part.count("[]")
+        if name:
+            if "properties" not in node:
+                return "items" not in node  # an open value holds any field; a list of values does not
+            if name not in node["properties"]:
+                return False
+            node = node["properties"][name]
+        for _ in range(lists):
+            if "items" not in node:
+                return "properties" not in node
+            node = node["items"]
+    return True
+
+
+def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> list[str]:
+    """Every field an answer carries that its tool's result neither shows nor leaves out with a reason, and every
+    entry of `tools/answers.py` that no longer matches the answer or the result: one message each, saying where to
+    fix it."""
+    problems = []
+    for spec in all_tools():
+        module = Path(inspect.getfile(spec.handler)).relative_to(ROOT)
+        declared = ANSWERS.get(spec.name, {})
+        if set(declared) != set(spec.operations):
+            problems.append(f"{spec.name} sends {sorted(spec.operations)} but ANSWERS[{spec.name!r}] in {REGISTRY} "
+                            f"says how the result carries {sorted(declared)}: say it for each operation it sends")
+            continue
+        schema = listed[spec.name]["outputSchema"]
+        for operation, answer in declared.items():
+            if answer.read_for is not None:
+                continue
+            operation_id = OPERATIONS[operation].operation_id
+            fields = [*answer_fields(document, operation_id), *BEYOND_OPENAPI.get(operation, ())]
+            if answer.whole is not None and not carries(schema, answer.whole):
+                problems.append(f"{spec.name}'s result has no `{answer.whole}` for the whole answer of {operation}")
+            stale = sorted({*(set(answer.left_out) - set(fields)),
+                            *(prefix for prefix in answer.renamed
+                              if not any(f == prefix or f.startswith((f"{prefix}.", f"{prefix}[]")) for f in fields))})
+            if stale:
+                problems.append(f"ANSWERS[{spec.name!r}][{operation!r}] in {REGISTRY} names {stale}, which "
+                                f"{operation} ({operation_id}) does not answer: remove them")
+            for field in fields:
+                target = answer.result_path(field)
+                if field in answer.left_out:
+                    if carries(schema, target):
+                        problems.append(f"{spec.name}'s result carries `{target}`, yet ANSWERS in {REGISTRY} says "
+                                        f"{operation}'s `{field}` is left out: remove it from left_out")
+                    continue
+                if not carries(schema, target):
+                    problems.append(
+                        f"field `{field}` of operation {operation} ({operation_id}) is neither in {spec.name}'s "
+                        f"result (no `{target}` in its output schema) nor left out with a reason: show it in the "
+                        f"tool's output model ({module}), or add it with why it is left out to "
+                        f"ANSWERS[{spec.name!r}][{operation!r}].left_out in {REGISTRY} (docs/tools.md is generated "
+                        f"from it: UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py)")
+    return problems
+
+
+@pytest.mark.anyio
+async def test_every_field_the_service_answers_is_shown_or_left_out_with_its_reason(
+        openapi_document: dict[str, Any]) -> None:
+    problems = unaccounted(openapi_document, await _listed())
+    assert not problems, "\n".join(problems)
+    reasons = [reason for declared in ANSWERS.values() for answer in declared.values()
+               for reason in (*answer.left_out.values(), *([answer.read_for] if answer.read_for else []))]
+    assert reasons and all(len(reason) > 20 for reason in reasons)
+
+
+@pytest.mark.anyio
+async def test_a_field_the_service_adds_fails_naming_the_field_the_operation_and_where_to_fix_it(
+        openapi_document: dict[str, Any]) -> None:
+    """The next field the service adds cannot be dropped silently."""
+    grown = copy.deepcopy(openapi_document)
+    grown["components"]["schemas"]["AgentRunResponse"]["properties"]["parent_run_id"] = {"type": "integer"}
+    grown["components"]["schemas"]["RepoResponse"]["properties"]["default_branch"] = {"type": "string"}
+    problems = unaccounted(grown, await _listed())
+    runs = [p for p in problems if "`parent_run_id`" in p]
+    assert {p.split(" of operation ")[1].split(" ")[0] for p in runs} == {
+        "create_agent_run", "get_agent_run", "resume_agent_run"}
+    assert any("`items[].parent_run_id`" in p and "list_agent_runs's result" in p for p in problems)
+    (repos,) = [p for p in problems if "default_branch" in p]
+    assert "no `repositories[].default_branch` in its output schema" in repos
+    assert "src/agent_automation_mcp/tools/org.py" in repos and "src/agent_automation_mcp/tools/answers.py" in repos
+    assert len(problems) == 5, problems
+
+
+@pytest.mark.anyio
+async def test_whatever_a_tool_lets_a_user_write_is_read_back_or_said_not_to_be() -> None:
+    listed = await _listed()
+    names = {spec.name for spec in all_tools()}
+    for spec in all_tools():
+        if spec.read_only:
+            continue
+        arguments = set(listed[spec.name]["inputSchema"].get("properties", {}))
+        written = set(WRITTEN.get(spec.name, {}))
+        assert arguments - TARGETS <= written <= arguments, (
+            f"{spec.name} lets a user write {sorted(written)}: say where each is read back in WRITTEN "
+            f"({REGISTRY})")
+        for argument, where in WRITTEN.get(spec.name, {}).items():
+            readers = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", where)) & names
+            assert readers or re.search(r"\b(not|never) (returned|stored)\b", where), (spec.name, argument)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.anyio
+async def test_what_the_service_never_reports_is_said_once_where_a_model_looks() -> None:
+    listed = await _listed()
+
+    def says(name: str, words: str) -> bool:
+        tool = listed[name]
+        described = [tool["description"], *(prop.get("description", "") for prop in
+                                             tool["inputSchema"].get("properties", {}).values())]
+        return any(_words(words) in _words(text) for text in described)
+
+    for gap in NOT_REPORTED:
+        assert [name for name in listed if says(name, gap.said)] == [gap.tool], gap.said
+    assert {"a run", "a pull request", "a repository"} <= {gap.about for gap in NOT_REPORTED}
