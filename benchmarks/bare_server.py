@@ -1,19 +1,24 @@
-"""The SDK's bare server, the baseline of the HTTP benchmarks: what serving these calls costs with nothing of ours.
+"""The SDK's bare servers, the floors of the benchmarks: what serving these calls costs with nothing of ours.
 
     AGENT_AUTOMATION_API_TOKEN=T python benchmarks/bare_server.py --port 8001 --base-url URL [--org-id 1]
+    AGENT_AUTOMATION_API_TOKEN=T python benchmarks/bare_server.py --transport stdio --base-url URL [--org-id 1]
+    python benchmarks/bare_server.py --echo
 
-An `MCPServer` with the read tools the benchmarks call, under the same names and arguments: each forwards the
-caller's `Authorization` header (else the token from the environment) to the service over one pooled
-`httpx2.AsyncClient`, in the organisation of `X-Organization-Id` (else `--org-id`), and returns the service's JSON
-as it came. No pacing, no typed models, no error shape, no trimming: only the SDK's Streamable HTTP serving
-(stateless, both protocol eras, the same defaults as ours otherwise) and one upstream request per call. It runs
-the SDK's app under uvicorn as `run_streamable_http_async` does, on the same HTTP stack as ours (the event loop
-and HTTP parser `remote/serve.py` picks), so the two differ only in what each does per request; `--stack sdk`
-keeps uvicorn's and anyio's defaults instead (asyncio's loop), as the SDK's own runner does, and `--stack granian`
-serves the same app on Granian (Rust's hyper and tokio; one worker process on uvloop), the other ASGI server
-measured for `remote/serve.py`'s choice.
-With `--our-list`, `tools/list` answers with our server's default list (the same definitions, built once at
-start and answered by the SDK's own handler), so the two serve the same bytes.
+The forwarding floor is an `MCPServer` with the read tools the benchmarks call, under the same names and arguments:
+each forwards the caller's `Authorization` header (else the token from the environment) to the service over one
+pooled `httpx2.AsyncClient`, in the organisation of `X-Organization-Id` (else `--org-id`), and returns the service's
+JSON as it came. No pacing, no typed models, no error shape, no trimming: only the SDK's Streamable HTTP serving
+(stateless, both protocol eras, the same defaults as ours otherwise) and one upstream request per call. It runs the
+SDK's app under uvicorn as `run_streamable_http_async` does, on the same HTTP stack as ours (the event loop and HTTP
+parser `remote/serve.py` picks), so the two differ only in what each does per request; `--stack sdk` keeps uvicorn's
+and anyio's defaults instead (asyncio's loop), as the SDK's own runner does, and `--stack granian` serves the same
+app on Granian (Rust's hyper and tokio; one worker process on uvloop), the other ASGI server measured for
+`remote/serve.py`'s choice. With `--our-list`, `tools/list` answers with our server's default list (the same
+definitions, built once at start and answered by the SDK's own handler), so the two serve the same bytes. Over stdio
+it serves the same tools with the token from the environment. The echo floor (`--echo`, stdio) is an `MCPServer`
+with one tool that echoes its argument: what starting a server and answering `tools/list` costs with the SDK alone.
+Either floor imports no more than the SDK itself does (uvicorn and our HTTP stack only when serving HTTP), so a
+start-up is the SDK's.
 """
 
 from __future__ import annotations
@@ -26,12 +31,9 @@ from typing import Any
 
 import anyio
 import httpx2
-import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import Tool
-
-from agent_automation_mcp.remote.serve import http_protocol, loop_options
 
 
 class ListingServer(MCPServer[httpx2.AsyncClient]):
@@ -95,6 +97,17 @@ def build_bare_server(base_url: str, token: str | None, org_id: int,
     return server
 
 
+def build_echo_server() -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer(name="echo", log_level="WARNING")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """The text it is given."""
+        return text
+
+    return server
+
+
 def granian_app() -> Any:
     """The app for a Granian worker, a process of its own that rebuilds it from the arguments in the environment."""
     base_url, org_id, our = os.environ["BARE_SERVER_ARGS"].split("|")
@@ -112,26 +125,44 @@ def serve_granian(port: int, base_url: str, org_id: int, our: bool) -> None:
             workers=1, runtime_mode=RuntimeModes.st, loop=Loops.uvloop, websockets=False, log_enabled=False).serve()
 
 
+def serve_http(server: MCPServer[Any], port: int, stack: str) -> None:
+    import uvicorn
+
+    from agent_automation_mcp.remote.serve import http_protocol, loop_options
+
+    app = server.streamable_http_app(stateless_http=True, host="127.0.0.1")  # as run_streamable_http_async builds it
+    ours = stack == "ours"
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                            http=http_protocol() if ours else "auto")
+    anyio.run(uvicorn.Server(config).serve, backend_options=loop_options() if ours else {})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--transport", choices=("http", "stdio"), default="http")
+    parser.add_argument("--echo", action="store_true", help="the echo floor over stdio: one tool, no upstream")
+    parser.add_argument("--port", type=int, help="HTTP: the port to listen on")
+    parser.add_argument("--base-url", help="the service's URL (all but --echo)")
     parser.add_argument("--org-id", type=int, default=1)
     parser.add_argument("--our-list", action="store_true", help="tools/list answers with our server's default list")
     parser.add_argument("--stack", choices=("ours", "sdk", "granian"), default="ours",
                         help="ours: our event loop and HTTP parser; sdk: the SDK runner's (asyncio, uvicorn's auto); "
                              "granian: Granian instead of uvicorn")
     args = parser.parse_args()
+    if args.echo:
+        anyio.run(build_echo_server().run_stdio_async)
+        return
+    if args.base_url is None or (args.transport == "http" and args.port is None):
+        parser.error("--base-url is needed (and --port over HTTP)")
     if args.stack == "granian":
         serve_granian(args.port, args.base_url.rstrip("/"), args.org_id, args.our_list)
         return
     server = build_bare_server(args.base_url.rstrip("/"), os.environ.get("AGENT_AUTOMATION_API_TOKEN"), args.org_id,
                                our_list() if args.our_list else None)
-    app = server.streamable_http_app(stateless_http=True, host="127.0.0.1")  # as run_streamable_http_async builds it
-    ours = args.stack == "ours"
-    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning",
-                            http=http_protocol() if ours else "auto")
-    anyio.run(uvicorn.Server(config).serve, backend_options=loop_options() if ours else {})
+    if args.transport == "stdio":
+        anyio.run(server.run_stdio_async)
+    else:
+        serve_http(server, args.port, args.stack)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,8 @@
 One sandbox (limits far above the load, so pacing never waits), our server (`serve --transport http --auth
 request`), the SDK's bare server (benchmarks/bare_server.py, on the same event loop and HTTP parser) and, with
 `--before SRC`, our server again from another source tree (e.g. `git worktree add /tmp/before COMMIT`, then
-`--before /tmp/before/src`), served on h11 as it was before httptools was a dependency; `--targets` adds our
-server on h11 (`ours-h11`) and the bare server on h11 or Granian (`bare-h11`, `bare-granian`), all started in
-this run. A separate load
+`--before /tmp/before/src`), on the same HTTP stack as ours; `--targets` adds our server on h11 (`ours-h11`)
+and the bare server on h11 or Granian (`bare-h11`, `bare-granian`), all started in this run. A separate load
 process (benchmarks/http_load.py) runs C tenants, each its own token and SDK `Client`, one call in flight each,
 back to back, in each protocol era: `get_agent_run` on a run of its own, or `tools/list`. The bare server is the
 cost floor: the SDK's own serving and one upstream request, nothing of ours. Each target's CPU per call is
@@ -102,14 +101,14 @@ def callers(fixtures: list[TenantFixture], method: Method, concurrency: int) -> 
 
 def start(target: str, env: dict[str, str], before: Path | None, listing: bool, hidden: Path) -> ServerProcess:
     """`listing`: the bare server lists our tools (it could not answer their calls in their output schemas)."""
-    if target in ("before", "ours-h11", "bare-h11"):
+    if target in ("ours-h11", "bare-h11"):
         env = without_httptools(env, hidden)
     if target.startswith("bare"):
         return bare_server(env, env["AGENT_AUTOMATION_BASE_URL"], ORG_ID, *(["--our-list"] if listing else []),
                            *(["--stack", "granian"] if target == "bare-granian" else []))
     if target == "before":
         assert before is not None
-        env = env | {"PYTHONPATH": os.pathsep.join([str(before), env["PYTHONPATH"]])}  # the other tree's code first
+        env = env | {"PYTHONPATH": os.pathsep.join([str(before), *filter(None, [env.get("PYTHONPATH")])])}  # first
     return mcp_server(TARGETS[target], env, "--auth", "request")
 
 
@@ -119,6 +118,24 @@ def measure(server: ServerProcess, row: Row, tenants: list[Tenant], duration: fl
                   secrets=tuple(t.headers["Authorization"] for t in tenants))
     row.loads.append(run_load_process(job))
     row.loadavgs.append(os.getloadavg()[0])
+
+
+def take_turns(setup: Setup, servers: dict[str, ServerProcess], cell: dict[str, Row], rounds: int, duration: float,
+               warmup: int) -> None:
+    """`rounds` rounds of one cell, each target measured once a round, in an order that rotates: a burst of other
+    work falls on every target alike over the rounds, and each round's ratios compare targets measured together."""
+    targets = list(cell)
+    first = cell[targets[0]]
+    tenants = callers(setup.fixtures, first.method, first.concurrency)
+    for turn in range(rounds):
+        for target in targets[turn % len(targets):] + targets[:turn % len(targets)]:
+            setup.sandbox.state.limiter.reset()
+            row = cell[target]
+            measure(servers[target], row, tenants, duration, warmup)
+            load = row.loads[-1]
+            print(f"{ERAS[row.mode]} {row.method} c={row.concurrency} {target} round {turn + 1}: {load.rate:.0f}/s, "
+                  f"{row.cpu_per_round[-1]:.2f} ms CPU per call, errors {load.errors or 0} "
+                  f"{load.error_samples[:1] or ''}, load {row.loadavgs[-1]:.1f}", flush=True)
 
 
 def cpu_ratios(row: Row, base: Row) -> list[float]:
@@ -137,7 +154,7 @@ def render(rows: list[Row], targets: list[str], command: str, machine_load: floa
     head = ["era", "method", "concurrency", "bare SDK calls/s (CPU per call)"]
     head += [f"{TARGETS[t]} calls/s (CPU per call)" for t in ours]
     head += [f"{TARGETS[t]} / bare: CPU per call (spread), calls/s" for t in ours]
-    stacks = {"before": "h11, as it was served before httptools was a dependency",
+    stacks = {"before": "the code of another tree (`--before`), on the same HTTP stack",
               "ours-h11": "this code with httptools hidden, so uvicorn parses with h11",
               "bare-h11": "the bare server on h11", "bare-granian": "the bare server's app on Granian 2 (Rust: hyper "
               "and tokio; one worker process, uvloop, single-threaded runtime), the worker's CPU included"}
@@ -235,18 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             servers[target, listing] = start(target, setup.env, args.before, listing, setup.hidden)
             stack.callback(servers[target, listing].stop)
         for mode, method, concurrency in itertools.product(modes, methods, levels):
-            tenants = callers(setup.fixtures, method, concurrency)
             cell = {target: Row(mode, method, concurrency, target) for target in targets}
             rows += cell.values()
-            for turn in range(args.rounds):
-                for target in targets[turn % len(targets):] + targets[:turn % len(targets)]:
-                    setup.sandbox.state.limiter.reset()
-                    measure(servers[target, method == "tools/list"], cell[target], tenants, args.duration,
-                            args.warmup_calls)
-                    load = cell[target].loads[-1]
-                    print(f"{ERAS[mode]} {method} c={concurrency} {target} round {turn + 1}: {load.rate:.0f}/s, "
-                          f"{cell[target].cpu_per_round[-1]:.2f} ms CPU per call, errors {load.errors or 0} "
-                          f"{load.error_samples[:1] or ''}, load {cell[target].loadavgs[-1]:.1f}", flush=True)
+            take_turns(setup, {target: servers[target, method == "tools/list"] for target in targets}, cell,
+                       args.rounds, args.duration, args.warmup_calls)
     publish(render(rows, targets, command_line("serving.py", argv), machine_load, args.duration, args.rounds),
             args.write)
     return 0

@@ -5,7 +5,7 @@
                                                    [--duration 20] [--rate 250]
 
 One sandbox and, one after the other, each target of benchmarks/serving.py named (the same servers: `before` is
-the `--before` tree on h11) under that benchmark's load process; py-spy (from PyPI; idle threads left out, so a
+the `--before` tree) under that benchmark's load process; py-spy (from PyPI; idle threads left out, so a
 sample is the server running Python; `--nonblocking`: pausing the server for each sample added a third to its
 CPU per call) samples the server process alone while the load calls. Some stacks come out without their
 outermost frames; their innermost ones, which these counts use, are whole. Each sample counts towards the

@@ -22,15 +22,18 @@ from report import command_line, publish
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25 handshake"}
 
 
-def server() -> StdioServerParameters:
+def server(source: Path | None = None) -> StdioServerParameters:
+    """Our server; `source`: another tree's src/, whose code it runs instead of this one's."""
     env = {"PATH": "/usr/bin:/bin"}  # none of our settings: no token, so no network either
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     return StdioServerParameters(command=sys.executable, args=["-m", "agent_automation_mcp"], env=env)
 
 
-async def spawn_to_list(mode: str) -> tuple[float, int]:
+async def spawn_to_list(mode: str, params: StdioServerParameters | None = None) -> tuple[float, int]:
     """Seconds from spawning the process to the `tools/list` answer, and that answer's size in characters."""
     started = time.perf_counter()
-    async with Client(server(), mode=mode) as client:
+    async with Client(params or server(), mode=mode) as client:
         tools = await client.list_tools()
         elapsed = time.perf_counter() - started
     payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools.tools]

@@ -28,7 +28,7 @@ from typing import Any
 
 from fleet import ServerProcess, mcp_server
 from report import command_line, publish
-from serving import Row, callers, measure, set_up, spread
+from serving import Row, set_up, spread, take_turns
 
 from agent_automation_mcp import tracing
 
@@ -183,17 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers.values():
             stack.callback(server.stop)
         for concurrency in levels:
-            tenants = callers(setup.fixtures, "tools/call", concurrency)
             cell = {target: Row("auto", "tools/call", concurrency, target) for target in targets}
             rows += cell.values()
-            for turn in range(args.rounds):
-                for target in targets[turn % len(targets):] + targets[:turn % len(targets)]:
-                    setup.sandbox.state.limiter.reset()
-                    measure(servers[target], cell[target], tenants, args.duration, args.warmup_calls)
-                    load = cell[target].loads[-1]
-                    print(f"c={concurrency} {target} round {turn + 1}: {load.rate:.0f}/s, "
-                          f"{cell[target].cpu_per_round[-1]:.2f} ms CPU per call, errors {load.errors or 0}, "
-                          f"load {cell[target].loadavgs[-1]:.1f}", flush=True)
+            take_turns(setup, servers, cell, args.rounds, args.duration, args.warmup_calls)
     publish(render(rows, command_line("tracing.py", argv), machine_load, args.duration, args.rounds, collector,
                    seams, starts), args.write)
     return 0

@@ -10,12 +10,19 @@ also runs the `__init__` of `a.b` unless the importer already lives inside `a.b`
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 SOURCE = Path(__file__).parents[1] / "src"
 PACKAGE = "agent_automation_mcp"
+# What a stdio server has no use for until it serves HTTP (our remote side, its event loop and parser, Redis,
+# metrics, the trace exporter), runs the sandbox, or sends its first request (the HTTP client's connection layer).
+STDIO_NEVER_LOADS = (f"{PACKAGE}.remote", f"{PACKAGE}.sandbox", "redis", "prometheus_client", "uvloop", "httptools",
+                     "opentelemetry.sdk", "httpcore2")
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
@@ -147,3 +154,28 @@ def test_every_form_of_import_is_an_edge(tmp_path: Path, statement: str, expecte
     for name, text in (("__init__", ""), ("toolsets", ""), ("config", statement)):
         (tmp_path / "pkg" / f"{name}.py").write_text(text + "\n")
     assert import_graph(tmp_path, "pkg")["pkg.config"] == expected
+
+
+def test_a_stdio_start_that_lists_the_tools_loads_no_remote_serving(tmp_path: Path) -> None:
+    """A host starting a session (the handshake, `tools/list`, then the end of its input) waits for every import, so
+    what only HTTP serving or a request needs is loaded when it is needed."""
+    session = tmp_path / "session.jsonl"
+    session.write_text("".join(json.dumps(message) + "\n" for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})))
+    loaded = tmp_path / "modules.json"
+    code = ("import atexit, json, sys\n"
+            "atexit.register(lambda: open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules))))\n"
+            "from agent_automation_mcp.cli import main\n"
+            "sys.exit(main([]))\n")
+    with session.open() as stdin:
+        done = subprocess.run([sys.executable, "-c", code, str(loaded)], stdin=stdin, capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SOURCE)}, timeout=120)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and [answer["id"] for answer in answers] == [1, 2], done.stderr[-2000:]
+    assert len(answers[1]["result"]["tools"]) > 10
+    modules = json.loads(loaded.read_text())
+    assert f"{PACKAGE}.server" in modules
+    assert [m for m in modules if any(m == n or m.startswith(f"{n}.") for n in STDIO_NEVER_LOADS)] == []

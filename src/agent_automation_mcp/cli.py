@@ -14,7 +14,7 @@ from typing import Final
 
 from . import __version__, logs
 from .api.limits import parse_rate_limits
-from .api.settings import ApiSettings, parse_org_id
+from .api.settings import ApiSettings, is_loopback, parse_org_id
 from .config import (
     ADDRESSES_PER_NETWORK,
     AUTH_MODES,
@@ -31,7 +31,6 @@ from .config import (
     parse_port,
 )
 from .logs import TenantIds, configure, say, use_tenant_ids
-from .remote.hosts import bracketed, is_loopback, is_wildcard
 from .tools.registry import OPT_IN_TOOLSETS, TOOLSETS, parse_toolsets, toolsets_help
 
 PROG: Final = "agent-automation-mcp"
@@ -292,6 +291,7 @@ def serve(args: argparse.Namespace) -> int:
                                          " (read-only)" if settings.read_only else "", tools)
         try:
             if args.transport == "http":
+                from .remote.hosts import bracketed, is_wildcard
                 from .remote.serve import run_http
 
                 assert policy is not None and metrics is not None

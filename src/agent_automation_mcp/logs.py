@@ -6,6 +6,7 @@ lines, Python warnings and an uncaught exception's traceback go through the same
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -24,6 +25,7 @@ PROG: Final = "agent-automation-mcp"
 # What the command line tells its user (where it serves, what it refuses): shown whatever the level.
 CONSOLE: Final = logging.getLogger(f"{__package__}.console")
 TENANT_ID_CHARS: Final = 16
+NAMES_KEPT: Final = 4096  # tenants' log names remembered, by token hash
 
 # The `/mcp` request being served, so every line logged while serving it carries its id.
 request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
@@ -94,10 +96,13 @@ class TenantIds:
     def __init__(self, secret: str | None = None) -> None:
         self.shared = secret is not None
         self._key = (secret or secrets.token_hex(32)).encode()
+        # The same tenants call again and again (a served call writes two lines): each name is computed once.
+        self._named = functools.lru_cache(maxsize=NAMES_KEPT)(self._name)
 
     def of(self, token_key: str | None) -> str | None:
-        if token_key is None:
-            return None
+        return None if token_key is None else self._named(token_key)
+
+    def _name(self, token_key: str) -> str:
         return hmac.new(self._key, token_key.encode(), hashlib.sha256).hexdigest()[:TENANT_ID_CHARS]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import httpx2
@@ -143,3 +144,30 @@ async def test_after_a_counter_429_no_send_is_in_flight_beside_a_probe(
             if probe.status != 429:
                 break
     assert probes >= 1
+
+
+async def test_the_transports_own_http_client_is_made_before_its_first_send_is_paced(
+        sliding_log_server: SandboxServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making the client takes a while (its imports, the CA certificates): made between the pacer's stamp and the
+    request, it would have the service count a first window's sends later than the pacer does."""
+    sandbox, events = sliding_log_server, []
+    made = httpx2.AsyncClient
+
+    class Recorded(made):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            events.append("client made")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(httpx2, "AsyncClient", Recorded)
+    settings = settings_for(sandbox, None, RateLimit(4, 1.0), 0.1)
+    pacer = create_pacer(settings)
+    acquire = pacer.acquire
+
+    async def paced(*args: Any, **kwargs: Any) -> Any:
+        events.append("paced")
+        return await acquire(*args, **kwargs)
+
+    monkeypatch.setattr(pacer, "acquire", paced)
+    async with ApiTransport(settings, pacer) as transport:
+        await AgentAutomationClient(transport, Credentials(sandbox.token, sandbox.org_id)).within(BUDGET).list_models()
+    assert events[:2] == ["client made", "paced"]

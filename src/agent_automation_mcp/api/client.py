@@ -65,19 +65,28 @@ R = TypeVar("R")
 
 
 def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Validate arguments against their annotations and refuse bad ones before any request goes out."""
-    validated = validate_call(method)
-    signature = inspect.signature(method)
+    """Validate arguments against their annotations and refuse bad ones before any request goes out. The validator
+    is built at a method's first call: a server that starts pays only for the methods its calls use."""
+    names = list(inspect.signature(method).parameters)
+
+    @functools.cache
+    def validated() -> Callable[..., Awaitable[R]]:
+        return validate_call(method)
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        named = signature.bind(*args, **kwargs).arguments  # so errors name the argument, not its position
         try:
-            return await validated(**named)
+            return await validated()(*args, **kwargs)
         except ValidationError as exc:  # responses are read by the transport, so this is about the arguments
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-            raise InvalidRequestError(f"{method.__name__}: {problems}", details=exc.errors(include_url=False),
+            errors = [{**error, "loc": named(error["loc"])} for error in exc.errors(include_url=False)]
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+            raise InvalidRequestError(f"{method.__name__}: {problems}", details=errors,
                                       operation=method.__name__) from None
+
+    def named(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+        """An argument given by position named as a parameter, so errors name the argument, not its place."""
+        first = loc[0] if loc else None
+        return (names[first], *loc[1:]) if isinstance(first, int) and first < len(names) else loc
 
     return wrapper
 

@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 class Resource(BaseModel):
     # Numbers where the spec says string (`github_id`, `github_user_id`) are taken as their text.
-    model_config = ConfigDict(extra="allow", populate_by_name=True, coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, coerce_numbers_to_str=True, defer_build=True)
 
 
 # Upper-case is what the service sends today; lower-case is what its docs show. Unknown: not terminal.

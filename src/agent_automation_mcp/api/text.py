@@ -20,6 +20,8 @@ EXCERPT_CHARS: Final = 200
 
 def visible(text: str) -> str:
     """The text without characters that are invisible or reorder what a reader sees."""
+    if text.isascii() and text.isprintable():  # nothing can hide in printable ASCII: most of what a result holds
+        return text
     return _HIDDEN.sub("", text)
 
 

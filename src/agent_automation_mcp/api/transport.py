@@ -58,6 +58,7 @@ BACKOFF_BASE: Final = 0.25
 BACKOFF_CAP: Final = 4.0
 MIN_ATTEMPT_SECONDS: Final = 0.05
 MAX_DETAILS: Final = 20  # validation problems quoted from one answer
+URLS_KEPT: Final = 1024  # request URLs kept parsed: httpx2 parses a relative URL, its merge and its query each time
 
 Query = Mapping[str, str | int | bool | None]
 
@@ -125,15 +126,11 @@ class ApiTransport:
         self.settings = settings
         self.pacer = pacer
         self.observer = observer
-        self._http = http or httpx2.AsyncClient(
-            base_url=settings.base_url,
-            timeout=httpx2.Timeout(settings.timeout, connect=settings.connect_timeout),
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-            follow_redirects=False,
-        )
+        self._client = http
         # Operations whose primary path turned out not to exist at this base URL (one transport, one base URL):
         # a cache, not state; a new process pays one 404 to learn it again.
         self._on_fallback: set[str] = set()
+        self._url = functools.lru_cache(maxsize=URLS_KEPT)(self._absolute_url)
 
     async def __aenter__(self) -> ApiTransport:
         return self
@@ -141,8 +138,28 @@ class ApiTransport:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    @property
+    def _http(self) -> httpx2.AsyncClient:
+        return self.open()
+
+    def open(self) -> httpx2.AsyncClient:
+        """The HTTP client, made at the first send unless asked for earlier: making it imports the HTTP/1.1
+        client library and loads the system's CA certificates, a good part of a start-up that only lists the tools
+        (a host starting a stdio session). HTTP serving asks for it before the replica says it is ready. A send
+        asks for it before it is paced: made between the pacer's stamp and the request (0.3 s here), it would
+        have the service count the request later than the pacer does, and a window's worth could meet a 429."""
+        if self._client is None:
+            self._client = httpx2.AsyncClient(
+                base_url=self.settings.base_url,
+                timeout=httpx2.Timeout(self.settings.timeout, connect=self.settings.connect_timeout),
+                headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                follow_redirects=False,
+            )
+        return self._client
+
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._client is not None:
+            await self._client.aclose()
         if self.pacer is not None:
             await self.pacer.aclose()
 
@@ -159,6 +176,7 @@ class ApiTransport:
         request to a service that is failing already.
         """
         send = self._prepared(op, credentials, path, query, json, deadline, bulk, once)
+        self.open()  # before pacing (see open)
         while True:
             receipt = await self._pace(send)
             outcome = await self._attempt(send)
@@ -211,8 +229,9 @@ class ApiTransport:
         op = send.op
         started = time.monotonic()
         try:
-            response = await self._request(op, template.format(**send.path_values), send.params, send.json,
-                                           send.headers, seconds, send.buckets)
+            response = await self._request(op, self._url(template.format(**send.path_values),
+                                                          tuple(send.params.items())),
+                                           send.json, send.headers, seconds, send.buckets)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
             return _Outcome(Kind.UNSENT, error=exc)
         except httpx2.TransportError as exc:
@@ -302,12 +321,18 @@ class ApiTransport:
         if receipt is not None and self.pacer is not None:
             await self.pacer.settled(receipt, status)
 
-    async def _request(self, op: Operation, url: str, params: dict[str, str | int], json: Any,
-                       headers: dict[str, str], seconds: float, buckets: Sequence[str]) -> httpx2.Response:
+    def _absolute_url(self, path: str, params: tuple[tuple[str, str | int], ...]) -> httpx2.URL:
+        """`path` under the base URL with `params` as its query, as httpx2 merges them: built once per URL, as a
+        repeated call (the same run, the same page) asks for the same one."""
+        base = self._http.base_url
+        query = f"?{httpx2.QueryParams(params)}" if params else ""
+        return base.copy_with(raw_path=base.raw_path + f"{path.lstrip('/')}{query}".encode())
+
+    async def _request(self, op: Operation, url: httpx2.URL, json: Any, headers: dict[str, str], seconds: float,
+                       buckets: Sequence[str]) -> httpx2.Response:
         """One HTTP exchange, reported to the observer whatever its end."""
         try:
-            response = await self._http.request(op.method, url, params=params, json=json, headers=headers,
-                                                timeout=seconds)
+            response = await self._http.request(op.method, url, json=json, headers=headers, timeout=seconds)
         except httpx2.TransportError as exc:
             if self.observer is not None:
                 self.observer.upstream(buckets, "timeout" if isinstance(exc, httpx2.TimeoutException) else "connection")

@@ -75,6 +75,8 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run():
             await _redis_state(server)  # reach Redis now: a URL that does not answer is logged at start
+            if server.state is not None:
+                server.state.transport.open()  # so that no request waits for the HTTP client to be made
             lifecycle.ready = True
             try:
                 yield

@@ -12,10 +12,11 @@ registrations once) would never show at all.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics import MetricWrapperBase
 
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 PACING_BUCKETS: Final = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 45.0)
@@ -87,8 +88,6 @@ class Metrics:
             "Task listen streams refused, by reason: tenant (its tenant, a Codegen user, holds its share of this "
             "replica's streams) or replica (every stream of this replica is taken).", ("reason",),
             registry=self.registry)
-        for reason in LISTEN_REFUSALS:  # at 0 from the start, so that rate() sees the first refusal
-            self.listen_refused.labels(reason=reason)
         self.oauth_requests = Counter(
             "agent_automation_oauth_requests",
             "Requests to the sign-in endpoints (authorize, consent, token, register, revoke, metadata), by HTTP status "
@@ -105,35 +104,47 @@ class Metrics:
         self.redis_state = Gauge("agent_automation_redis_state", "1 for the shared pacing store's state now: "
                                  "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
                                  ("state",), registry=self.registry)
+        # Each labelled series, found once: `labels()` cost several times the count it finds, several times a call.
+        # As many as the labels' values: tools, outcomes, buckets, statuses, reasons (a bounded set, as exported).
+        self._series: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
         for verdict in VERDICTS.values():
-            self.token_checks.labels(verdict=verdict)
+            self._labelled(self.token_checks, verdict)
         for status, reason in REFUSALS:
-            self.responses.labels(status=status)
-            self.refused.labels(status=status, reason=reason)
+            self._labelled(self.responses, status)
+            self._labelled(self.refused, status, reason)
         for status in ("200", "202", "500"):
-            self.responses.labels(status=status)
+            self._labelled(self.responses, status)
+        for reason in LISTEN_REFUSALS:
+            self._labelled(self.listen_refused, reason)
+
+    def _labelled(self, metric: MetricWrapperBase, *values: str) -> Any:
+        """`metric.labels(*values)`, values in the order the metric declares its labels."""
+        series = self._series.get((metric, values))
+        if series is None:
+            series = self._series[metric, values] = metric.labels(*values)
+        return series
 
     def expect(self, tools: Iterable[str], buckets: Iterable[str], *, sign_in: bool) -> None:
         """Export at 0 what this server can count: its tools' calls (ok, or failing on the service's side), its
         buckets' upstream answers, and, with sign-in, its budget refusals."""
         for tool in tools:
-            self.call_duration.labels(tool=tool)
+            self._labelled(self.call_duration, tool)
             for outcome in ("ok", *SERVICE_SIDE_FAILURES):
-                self.tool_calls.labels(tool=tool, outcome=outcome)
+                self._labelled(self.tool_calls, tool, outcome)
         for bucket in buckets:
             for status in UPSTREAM_STATUSES:
-                self.upstream_requests.labels(bucket=bucket, status=status)
+                self._labelled(self.upstream_requests, bucket, status)
         for endpoint in BUDGETED_SIGNIN if sign_in else ():
             for status, reason in BUDGET_REFUSALS:
-                self.oauth_requests.labels(endpoint=endpoint, status=status, reason=reason)
+                self._labelled(self.oauth_requests, endpoint, status, reason)
 
     def call_started(self, tool: str) -> None:
         self.calls_in_flight.inc()
 
     def call_finished(self, tool: str, outcome: str, seconds: float) -> None:
         self.calls_in_flight.dec()
-        self.tool_calls.labels(tool=tool, outcome=outcome).inc()
-        self.call_duration.labels(tool=tool).observe(seconds)
+        self._labelled(self.tool_calls, tool, outcome).inc()
+        self._labelled(self.call_duration, tool).observe(seconds)
 
     def call_paused(self, tool: str, seconds: float) -> None:
         self.calls_in_flight.dec()  # not a finished call: the answer comes back as one
@@ -143,21 +154,21 @@ class Metrics:
 
     def upstream(self, buckets: Sequence[str], status: str) -> None:
         for bucket in buckets:
-            self.upstream_requests.labels(bucket=bucket, status=status).inc()
+            self._labelled(self.upstream_requests, bucket, status).inc()
 
     def responded(self, status: int, reason: str | None) -> None:
         """A `/mcp` request was answered with `status`; `reason` says why when it was refused."""
-        self.responses.labels(status=str(status)).inc()
+        self._labelled(self.responses, str(status)).inc()
         if reason is not None:
-            self.refused.labels(status=str(status), reason=reason).inc()
+            self._labelled(self.refused, str(status), reason).inc()
 
     def signin_answered(self, endpoint: str, status: int, reason: str) -> None:
         """A sign-in endpoint answered `status`; `reason` is `ok` or why it refused."""
-        self.oauth_requests.labels(endpoint=endpoint, status=str(status), reason=reason).inc()
+        self._labelled(self.oauth_requests, endpoint, str(status), reason).inc()
 
     def token_checked(self, verdict: bool | None) -> None:
         """The service was asked about a token: accepted (True), refused (False) or no answer (None)."""
-        self.token_checks.labels(verdict=VERDICTS[verdict]).inc()
+        self._labelled(self.token_checks, VERDICTS[verdict]).inc()
 
     def verdict_recalled(self) -> None:
         self.verdicts_recalled.inc()
@@ -169,11 +180,11 @@ class Metrics:
 
     def listen_refused_for(self, reason: str) -> None:
         """A task listen stream was refused: one of `LISTEN_REFUSALS`."""
-        self.listen_refused.labels(reason=reason).inc()
+        self._labelled(self.listen_refused, reason).inc()
 
     def exposition(self, redis_state: str) -> bytes:
         """The metrics now; `redis_state` is one of `REDIS_STATES`, as `/readyz` says it."""
         self.redis_up.set(1 if redis_state == "reachable" else 0)
         for state in REDIS_STATES:
-            self.redis_state.labels(state=state).set(1 if state == redis_state else 0)
+            self._labelled(self.redis_state, state).set(1 if state == redis_state else 0)
         return generate_latest(self.registry)

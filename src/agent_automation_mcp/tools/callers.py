@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -59,15 +59,21 @@ class ConfiguredCaller:
     token: str | None = field(default=None, repr=False)
     org_id: int | None = None
     organization_hint: str = "Set AGENT_AUTOMATION_ORG_ID (or --org-id) to one of them and restart."
+    # Made once: every call of the server is this caller's (and a call asks twice).
+    _credentials: Credentials | None = field(init=False, default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.token:
+            with suppress(ValueError):  # malformed: `credentials` says so at each call
+                object.__setattr__(self, "_credentials", Credentials(self.token, self.org_id))
 
     def credentials(self, ctx: Context[Any, Any]) -> Credentials:
+        if self._credentials is not None:
+            return self._credentials
         if not self.token:
             raise ConfigurationError(NO_TOKEN_MESSAGE, hint=NO_TOKEN_HINT)
-        try:
-            return Credentials(self.token, self.org_id)
-        except ValueError:
-            raise ConfigurationError("the configured API token is malformed: it must be printable ASCII without spaces",
-                                     hint=NO_TOKEN_HINT) from None
+        raise ConfigurationError("the configured API token is malformed: it must be printable ASCII without spaces",
+                                 hint=NO_TOKEN_HINT)
 
 
 @dataclass(frozen=True, slots=True)
