@@ -1,4 +1,4 @@
-"""What a conversation pays in context: the default `tools/list`, the sandbox's seeded 250-entry trace and digests.
+"""What a conversation pays in context: the default `tools/list`, the sandbox's 250-entry trace, digests, a run list.
 
     .venv/bin/python benchmarks/tokens.py [--before SRC] [--write docs/benchmarks.md]
 
@@ -6,7 +6,8 @@ The SDK's `Client` in memory against our server, which talks to a sandbox over l
 seeded long trace) is read page by page (100 entries), and whole with `all_pages` (as many calls as it takes); a
 digest (`digest: true`) is made of it and of a 10,000-entry fixture run. Text is what a host that shows a model
 only the content blocks passes on (the summary and the text after it), structured is the structured content's
-compact JSON. Tokens are chars / 4. With `--before SRC` the same is measured on another source tree's code (e.g.
+compact JSON. A list of runs is `list_agent_runs(limit=10)` over 10 fixture runs, each with a pull request. Tokens
+are chars / 4. With `--before SRC` the same is measured on another source tree's code (e.g.
 `git archive main src | tar -x -C /tmp/main`), in a process of its own; a tree without digests reports none.
 """
 
@@ -29,6 +30,8 @@ from agent_automation_mcp.server import build_server
 
 LONG_RUN = 409  # the sandbox's seeded run with a long trace (`large_run_log_entries`, 250)
 LONGEST = 10_000  # entries of the fixture run the second digest reads
+LISTED_RUNS = 10  # fixture runs made with a pull request each on WEB_APP, then listed with this limit
+WEB_APP = 201  # the sandbox's seeded web-app repository
 LIMITS = "standard=100000/30s,logs=100000/60s"  # far above what this reads, here and in the sandbox: nothing waits
 
 
@@ -63,6 +66,9 @@ async def measure() -> dict[str, Any]:
     limits = parse_rate_limits(LIMITS)
     async with SandboxServer(SandboxConfig(rate_limits=limits)) as sandbox:
         longest = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"log_entries": LONGEST}).json()["id"]
+        for number in range(LISTED_RUNS):
+            httpx2.post(f"{sandbox.url}/_sandbox/runs", json={
+                "repo_id": WEB_APP, "with_pull_request": True, "prompt": f"Fix the flaky test in module {number}"})
         api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url, rate_limits=limits)
         async with Client(build_server(api, ServerSettings())) as client:
             listed = await client.list_tools()
@@ -72,6 +78,8 @@ async def measure() -> dict[str, Any]:
             _, found["entries"], found["text"], found["structured"] = await _read(client, {"agent_run_id": LONG_RUN})
             found["whole_calls"], _, found["whole_text"], _ = await _read(client, {"agent_run_id": LONG_RUN,
                                                                                    "all_pages": True})
+            listed_runs = await client.call_tool("list_agent_runs", {"limit": LISTED_RUNS})
+            found["runs_text"], found["runs_structured"] = _text(listed_runs), _chars(listed_runs.structured_content)
             found["digest"] = await _digest(client, LONG_RUN)
             found["digest_longest"] = await _digest(client, longest)
     return found
@@ -83,6 +91,7 @@ def _tokens(chars: int | None) -> str:
 
 def render(rows: dict[str, dict[str, Any]], command: str) -> str:
     # This tree's figures (imported here: a measurement of an older tree runs without these modules).
+    from agent_automation_mcp.tools.run_text import LIST_FOLD_CHARS
     from agent_automation_mcp.tools.trace_digest import DIGEST_TOKENS
     from agent_automation_mcp.tools.trace_text import FOLD_CHARS, REPEAT_CHARS
 
@@ -96,14 +105,16 @@ def render(rows: dict[str, dict[str, Any]], command: str) -> str:
              "the structured content's compact JSON. Tokens are chars / 4; `tools/list` is the default toolsets' "
              f"list, compact JSON. Sizes do not depend on load (1-minute load average {os.getloadavg()[0]:.1f}).",
              "", "| code | tools/list | of it output schemas | trace: tokens per entry, text | structured | whole "
-             f"250-entry trace, text (all_pages) | digest, 250 entries | digest, {LONGEST:,} entries |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"250-entry trace, text (all_pages) | digest, 250 entries | digest, {LONGEST:,} entries | "
+             f"list_agent_runs(limit={LISTED_RUNS}), text | structured |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
         lines.append(f"| {name} | {row['list']:,} chars ≈ {row['list'] // 4:,} tokens | {row['output_schemas']:,} "
                      f"chars | {row['text'] / 4 / row['entries']:.1f} ({row['text'] // 4:,} tokens for "
                      f"{row['entries']}) | {row['structured'] / 4 / row['entries']:.1f} | "
                      f"{row['whole_text'] // 4:,} tokens ({row['whole_calls']} calls) | {_tokens(row['digest'])} | "
-                     f"{_tokens(row['digest_longest'])} |")
+                     f"{_tokens(row['digest_longest'])} | {_tokens(row['runs_text'])} | "
+                     f"{_tokens(row['runs_structured'])} |")
     lines += [
         "", "### Reading the numbers", "",
         "- `tools/list`: a definition used once is written where it is used; input schemas keep every bound and "
@@ -112,10 +123,10 @@ def render(rows: dict[str, dict[str, Any]], command: str) -> str:
         "the list). Annotations at the protocol's defaults (`readOnlyHint: false`, `openWorldHint: true`) are "
         "left out. A client that honours the cache hints (`ttlMs` one hour) does not fetch it again within the "
         "hour.",
-        "- Results other than traces keep their JSON text after the summary: several hosts pass a model only the "
-        "content blocks, and the protocol asks for it for clients that ignore structured content. It is cheap "
-        "to make: in a py-spy profile of `get_agent_run` over HTTP at concurrency 10, building the result "
-        "(`tools/results.py`) took 2.6 % of the server's samples.",
+        "- Results other than traces and lists of runs keep their JSON text after the summary: several hosts "
+        "pass a model only the content blocks, and the protocol asks for it for clients that ignore structured "
+        "content. It is cheap to make: in a py-spy profile of `get_agent_run` over HTTP at concurrency 10, "
+        "building the result (`tools/results.py`) took 2.6 % of the server's samples.",
         "- A trace page's text keeps every value of every entry (a test checks each value of the seeded trace is "
         "in its entry's line, or in the line its `#N` names): the field names are said once in a legend line, "
         "objects are written `key=value`, times to the second (`:SS` within the minute of the line above; the "
@@ -125,6 +136,10 @@ def render(rows: dict[str, dict[str, Any]], command: str) -> str:
         "outputs and messages recur), which is most of the saving; its values are all under "
         f"{FOLD_CHARS} characters, so folding plays no part here (in a real trace, tool outputs of up to "
         f"`--max-field-chars` are folded to {FOLD_CHARS} in a page of several entries).",
+        f"- A list of runs is one line per run (`tools/run_text.py`): what every run shares and what the summary "
+        "says are written once, nulls never, a run's usual web page and a GitHub pull request's URL in short, and "
+        f"a result, summary or title folded past {LIST_FOLD_CHARS} characters. Its service text (result, summary, "
+        "branch and title) is most of what is left: about 45 tokens a run here.",
         f"- A digest's text is bounded by construction (each line has a share of {DIGEST_TOKENS} tokens and shows "
         "the items "
         "that fit); `tests/tools/test_trace_digest.py` checks the bound on the seeded traces, 10,000 entries and "

@@ -43,6 +43,7 @@ from .results import (
     trim_text,
 )
 from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
+from .run_text import render_runs
 
 toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
 
@@ -115,7 +116,7 @@ class Run(Output):
             elapsed = elapsed_since(run.created_at)
         return cls(
             id=run.id, organization_id=run.organization_id, status=run.status, is_terminal=run.is_terminal,
-            web_url=run.web_url or f"{WEB_APP_URL}/agent/trace/{run.id}",
+            web_url=run.web_url or usual_web_url(run.id),
             created_at=run.created_at, elapsed_seconds=elapsed, source_type=run.source_type,
             result=trim_text(run.result, max_chars) if run.result else run.result,
             summary=trim_text(run.summary, max_chars) if run.summary else None,
@@ -149,6 +150,11 @@ class Run(Output):
         else:
             finished = ""
         return f"Run {self.id} is {label(self.status, 'of unknown status')}{finished}{prs}; web_url in the result"
+
+
+def usual_web_url(run_id: int) -> str:
+    """A run's page in the web app: where the service's `web_url` points, and ours when it sends none."""
+    return f"{WEB_APP_URL}/agent/trace/{run_id}"
 
 
 def elapsed_phrase(created_at: str | None, since: datetime | None = None) -> str | None:
@@ -308,7 +314,7 @@ async def list_agent_runs(
     return ok(out, f"{counted(len(out.runs), 'run')}{f' {which}' if which else ''} (of "
                    f"{out.total if out.total is not None else 'unknown'} in total)"
                    f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
-                   f"{f'; {out.note}' if out.note else ''}")
+                   f"{f'; {out.note}' if out.note else ''}", render=lambda data: render_runs(data, usual_web_url))
 
 
 def opened_by(name: PullRequestName, pr: PullRequest | None, runs: list[Run]) -> str:

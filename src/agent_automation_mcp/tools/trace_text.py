@@ -9,12 +9,11 @@ says how to read it whole (`skip=N limit=1`: a result of one entry folds nothing
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, Final
 
+from .line_text import flat, fold, scalar, value_text, when
 from .results import compact_json
 
 FOLD_CHARS: Final = 240  # of a value's text, in a result of several entries
@@ -26,7 +25,6 @@ TRACE_LEGEND: Final = ("entries, one a line: time (UTC; :SS in the minute above)
                        "in: tool_input | out: tool_output | obs: observation (objects as key=value, values JSON)")
 REPEAT_LEGEND: Final = "#N: the same value as on the line that starts with #N (the entry at skip N)"
 FOLD_LEGEND: Final = "…+C: C more characters; skip=N limit=1 reads the entry whole (#N starts its line)"
-_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 _REFERENCE: Final = re.compile(r"#\d+")
 
 
@@ -38,17 +36,17 @@ def render_trace(page: dict[str, Any], positions: Sequence[int] | None = None, *
     can pass for another."""
     entries = page.get("entries") or []
     lines, repeated, folded = _entry_lines(entries, positions)
-    head = " ".join(f"{name}={_scalar(value)}" for name, value in page.items()
+    head = " ".join(f"{name}={scalar(value)}" for name, value in page.items()
                     if name not in SAID_IN_SUMMARY and name not in ("entries", "note", "digest")
                     and value is not None and not (name == "trimmed_fields" and value == 0))
     legend = [TRACE_LEGEND, *([REPEAT_LEGEND] if repeated else []), *([FOLD_LEGEND] if folded else [])]
-    note = [f"note: {_flat(page['note'])}"] if page.get("note") and not note_said else []
+    note = [f"note: {flat(page['note'])}"] if page.get("note") and not note_said else []
     return "\n".join([*([head] if head else []), *note, "; ".join(legend) + ":", *lines])
 
 
 def _entry_lines(entries: list[dict[str, Any]], positions: Sequence[int] | None) -> tuple[list[str], bool, bool]:
     """The entries' lines, and whether any value was written as a repeat, and whether any was folded."""
-    fold = positions is not None and len(entries) > 1
+    folding = positions is not None and len(entries) > 1
     seen: dict[tuple[str, str], int] = {}  # (field, text) -> the position that wrote it first
     repeated: set[int] = set()  # positions whose line starts with #N because a later line repeats a value of it
     folded: set[int] = set()  # and those because a value of it is folded
@@ -63,70 +61,23 @@ def _entry_lines(entries: list[dict[str, Any]], positions: Sequence[int] | None)
             if first != position:
                 repeated.add(first)
                 return f"#{first}"
-        if fold and len(text) > FOLD_CHARS:
+        if folding and len(text) > FOLD_CHARS:
             folded.add(position)
-            return _folded(text)
+            return fold(text, FOLD_CHARS)
         return text
 
     for entry, position in zip(entries, positions or [None] * len(entries), strict=False):
-        stamp, minute = _when(entry.get("created_at"), minute)
-        what = " ".join(_flat(str(entry[key])) for key in ("message_type", "tool_name") if entry.get(key) is not None)
+        stamp, minute = when(entry.get("created_at"), minute)
+        what = " ".join(flat(str(entry[key])) for key in ("message_type", "tool_name") if entry.get(key) is not None)
         line = " ".join(part for part in (stamp, what) if part)
         if entry.get("thought") is not None:
-            thought = _flat(str(entry["thought"]))
+            thought = flat(str(entry["thought"]))
             if _REFERENCE.fullmatch(thought):  # a thought that reads like a repeat is quoted
                 thought = compact_json(thought)
             line = f"{line}: {written('thought', thought, position)}"
-        parts = [line] + [f"{short}: {written(key, _value(entry[key]), position)}" for key, short in FIELDS
+        parts = [line] + [f"{short}: {written(key, value_text(entry[key]), position)}" for key, short in FIELDS
                           if key in entry]
         lines.append((position, " | ".join(parts)))
     marked = repeated | folded
     return ([f"#{position} {line}" if position in marked else line for position, line in lines], bool(repeated),
             bool(folded))
-
-
-def _folded(text: str) -> str:
-    """The first `FOLD_CHARS` characters and how many more there are; never half an escape."""
-    head = text[:FOLD_CHARS]
-    trailing = len(head) - len(head.rstrip("\\"))
-    if trailing % 2:
-        head = head[:-1]
-    return f"{head}…+{len(text) - len(head)}"
-
-
-def _when(created_at: Any, minute: str | None) -> tuple[str, str | None]:
-    """`:SS` within the minute of the line above, `HH:MM:SS` within its day, else the whole instant; anything
-    unreadable as it came."""
-    if not isinstance(created_at, str):
-        return "", minute
-    try:
-        moment = datetime.fromisoformat(created_at).astimezone(UTC)
-    except ValueError:  # quoted: it cannot pass for a line's #N
-        return compact_json(created_at), minute
-    this_minute = moment.strftime("%Y-%m-%dT%H:%M")
-    if this_minute == minute:
-        return moment.strftime(":%S"), this_minute
-    if minute is not None and this_minute[:10] == minute[:10]:
-        return moment.strftime("%H:%M:%S"), this_minute
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ"), this_minute
-
-
-def _scalar(value: Any) -> str:
-    """A page's field: a word or number as it is, text escaped, anything else as compact JSON."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return _flat(value) if isinstance(value, str) else compact_json(value)
-
-
-def _value(value: Any) -> str:
-    """An object as `key=value` pairs, keys bare where they are plain names; everything else, and every value of an
-    object, as compact JSON (one line: JSON escapes line breaks)."""
-    if isinstance(value, dict) and value:
-        return " ".join(f"{key if _NAME.fullmatch(key) else compact_json(key)}={compact_json(item)}"
-                        for key, item in value.items())
-    return compact_json(value)
-
-
-def _flat(text: str) -> str:
-    """One line: line breaks and other escapes as JSON writes them, without the quotes."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]

@@ -1,0 +1,90 @@
+"""The text of a list of runs: one line per run, in the fewest tokens that keep what a model reads a list for.
+
+The structured content keeps every field whole. The text leaves out what the summary line already says (total,
+next_skip, note), nulls, `is_terminal` (the status says it), a value every run shares (said once, in the head), a
+`web_url` that is the run's usual address and a pull request's `url` that is GitHub's (written `owner/repo#N`), and
+the date and hour a time shares with the line above. Service text longer than `LIST_FOLD_CHARS` is folded, and the
+legend says that `get_agent_run` reads it whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..api.models import github_pull_request
+from .line_text import flat, fold, scalar, value_text, when
+
+LIST_FOLD_CHARS: Final = 100  # of a run's result, summary or a pull request's title, in the text of a list
+SAID_IN_SUMMARY: Final = frozenset({"total", "next_skip", "note"})
+# Written once in the head when every run has the same value, else on each line: a source as a word, the rest
+# as `name=value`.
+SHARED: Final = ("source_type", "organization_id")
+RUNS_LEGEND: Final = ("runs, one a line: id status created_at (UTC) source_type [elapsed_seconds s]: result | sum: "
+                      "summary | meta: metadata | pr pr_id owner/repo#number head_branch_name created_at: title")
+FOLD_LEGEND: Final = "…+C: C more characters; get_agent_run reads the run whole"
+
+
+def render_runs(page: dict[str, Any], usual_web_url: Callable[[int], str]) -> str:
+    """`page` (a list's structured content) as text: a head of what every run shares, a legend, one line per run.
+    `usual_web_url(id)`: a run's address when the service sends no other, which the text does not write."""
+    runs: list[dict[str, Any]] = page.get("runs") or []
+    shared = {name: runs[0].get(name) for name in SHARED
+              if runs and runs[0].get(name) is not None and all(run.get(name) == runs[0][name] for run in runs)}
+    head = [f"{name}={scalar(value)}" for name, value in page.items()
+            if name not in SAID_IN_SUMMARY and name != "runs" and value is not None]
+    head += [f"{name}={scalar(value)} (every run)" for name, value in shared.items()]
+    lines: list[str] = []
+    minute = None
+    folded = False
+    for run in runs:
+        stamp, minute = when(run.get("created_at"), minute)
+        words = [str(run.get("id")), scalar(run["status"]) if run.get("status") is not None else "status=null", stamp]
+        words += [scalar(run[name]) if name == "source_type" else f"{name}={scalar(run[name])}"
+                  for name in SHARED if name not in shared and run.get(name) is not None]
+        if run.get("elapsed_seconds") is not None:
+            words.append(f"{run['elapsed_seconds']}s")
+        if run.get("web_url") not in (None, usual_web_url(run.get("id", 0))):
+            words.append(f"web_url={scalar(run['web_url'])}")
+        line = " ".join(word for word in words if word)
+        parts: list[str] = []
+        for key, before in (("result", ""), ("summary", "sum: ")):
+            if run.get(key) is not None:
+                text, cut = _folded(run[key])
+                folded |= cut
+                parts.append(f"{before}{text}")
+        if run.get("result") is not None:
+            line = f"{line}: {parts.pop(0)}"
+        if run.get("metadata"):
+            parts.append(f"meta: {value_text(run['metadata'])}")
+        for pr in run.get("pull_requests") or []:
+            text, cut = _pull_request(pr, minute)
+            folded |= cut
+            parts.append(text)
+        lines.append(" | ".join([line, *parts]))
+    legend = [RUNS_LEGEND, *([FOLD_LEGEND] if folded else [])]
+    return "\n".join([*([" ".join(head)] if head else []), "; ".join(legend) + ":", *lines])
+
+
+def _pull_request(pr: dict[str, Any], minute: str | None) -> tuple[str, bool]:
+    """`pr pr_id owner/repo#N branch created_at: title`; the url whole when it is not GitHub's usual one."""
+    url = pr.get("url")
+    repo, number = github_pull_request(url) if isinstance(url, str) else (None, None)
+    where = f"{repo}#{number}" if repo is not None and number == pr.get("number") else (
+        f"url={scalar(url)}" if url is not None else "")
+    if repo is None and pr.get("number") is not None:
+        where = f"number={pr['number']} {where}".strip()
+    stamp, _ = when(pr.get("created_at"), minute)
+    words = ["pr", str(pr.get("pr_id")), where, scalar(pr["head_branch_name"]) if pr.get("head_branch_name") else "",
+             stamp]
+    line = " ".join(word for word in words if word)
+    if pr.get("title") is None:
+        return line, False
+    title, cut = _folded(pr["title"])
+    return f"{line}: {title}", cut
+
+
+def _folded(value: Any) -> tuple[str, bool]:
+    """Service text on one line, folded past `LIST_FOLD_CHARS`; and whether it was."""
+    text = flat(value) if isinstance(value, str) else value_text(value)
+    return (fold(text, LIST_FOLD_CHARS), True) if len(text) > LIST_FOLD_CHARS else (text, False)

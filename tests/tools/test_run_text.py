@@ -1,0 +1,90 @@
+"""The text of a list of runs: one line per run, every value of every run written or folded, nothing twice."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from sandboxed import connected
+
+from agent_automation_mcp.tools.run_text import FOLD_LEGEND, LIST_FOLD_CHARS, RUNS_LEGEND, render_runs
+from agent_automation_mcp.tools.runs import usual_web_url
+
+FIXTURE_REPO = 201  # the sandbox's web-app
+
+
+def _escaped(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)[1:-1]
+
+
+def _written(value: str | None, line: str) -> bool:
+    """The value is on the line whole, or its first LIST_FOLD_CHARS characters with how many more there are."""
+    if value is None:
+        return True
+    text = _escaped(value)
+    return text in line if len(text) <= LIST_FOLD_CHARS else f"{text[:LIST_FOLD_CHARS]}…+" in line
+
+
+@pytest.mark.anyio
+async def test_ten_runs_with_pull_requests_read_in_under_half_the_tokens_of_their_json_with_every_value() -> None:
+    async with connected() as (client, sandbox):
+        for number in range(10):
+            made = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={
+                "repo_id": FIXTURE_REPO, "with_pull_request": True, "prompt": f"Fix the flaky test in module {number}",
+                "status": "ACTIVE" if number == 9 else "COMPLETE"})
+            assert made.status_code == 200, made.text
+        await client.call_tool("create_agent_run", {"prompt": "Tag me", "metadata": {"ticket": "OPS-12"}})
+        result = await client.call_tool("list_agent_runs", {"limit": 11})
+    page: Any = result.structured_content
+    summary, body = result.content[0].text, result.content[1].text
+    lines = body.split("\n")
+    assert lines[0] == "source_type=API (every run) organization_id=1 (every run)"
+    assert lines[1] == RUNS_LEGEND + ":"
+    assert len(lines) == 2 + len(page["runs"]) == 13
+    for run, line in zip(page["runs"], lines[2:], strict=True):
+        assert line.startswith(f"{run['id']} {run['status']} ")
+        assert run["created_at"][17:19] in line.split(": ", 1)[0]  # to the second
+        assert run["web_url"] == usual_web_url(run["id"]) and "web_url" not in line
+        assert (f" {run['elapsed_seconds']}s" in line) == (run["elapsed_seconds"] is not None)
+        assert _written(run["result"], line) and _written(run["summary"], line)
+        if run["metadata"] is not None:
+            assert 'meta: ticket="OPS-12"' in line
+        for pr in run["pull_requests"]:
+            assert f"pr {pr['pr_id']} sandbox-org/web-app#{pr['number']} {pr['head_branch_name']} " in line
+            assert _written(pr["title"], line) and pr["created_at"][17:19] in line
+        assert "null" not in line and "is_terminal" not in line
+    data = len(json.dumps(page, ensure_ascii=False, separators=(",", ":")))
+    assert len(summary) + len(body) <= data / 2
+
+
+def test_odd_runs_say_what_differs_and_service_text_stays_on_its_line() -> None:
+    page = {"total": 3, "next_skip": 3, "note": "said by the summary", "runs": [
+        {"id": 7, "organization_id": 1, "status": "ERROR", "is_terminal": True, "elapsed_seconds": None,
+         "web_url": "https://elsewhere.example/7", "created_at": "2025-06-21T23:59:59.5+00:00", "source_type": "API",
+         "result": "failed\n8 COMPLETE 00:00:00: all good | " + "x" * 200, "summary": None, "metadata": None,
+         "pull_requests": [{"pr_id": 3, "number": None, "url": "https://gitlab.example/a/b/-/merge_requests/3",
+                            "title": None, "head_branch_name": None, "created_at": None}]},
+        {"id": 8, "organization_id": 2, "status": None, "is_terminal": False, "elapsed_seconds": 65,
+         "web_url": usual_web_url(8), "created_at": "2025-06-22T00:00:01+00:00", "source_type": "SETUP_COMMANDS",
+         "result": None, "summary": "Short", "metadata": {"a b": [1, None]}, "pull_requests": []},
+        {"id": 9, "organization_id": 2, "status": "PENDING", "is_terminal": False, "elapsed_seconds": None,
+         "web_url": usual_web_url(9), "created_at": None, "source_type": None, "result": None, "summary": None,
+         "metadata": None, "pull_requests": []}]}
+    lines = render_runs(page, usual_web_url).split("\n")
+    assert lines[0] == f"{RUNS_LEGEND}; {FOLD_LEGEND}:"  # nothing shared, nothing the summary says
+    assert len(lines) == 4  # one line per run, whatever their text holds
+    assert lines[1].startswith("7 ERROR 2025-06-21T23:59:59Z API organization_id=1 "
+                               'web_url=https://elsewhere.example/7: failed\\n8 COMPLETE 00:00:00: all good | xx')
+    assert re.search(r"x…\+\d+ \| pr 3 url=https://gitlab\.example/a/b/-/merge_requests/3$", lines[1])
+    assert lines[2] == '8 status=null 2025-06-22T00:00:01Z SETUP_COMMANDS organization_id=2 65s | sum: Short | ' \
+                       'meta: "a b"=[1,null]'
+    assert lines[3] == "9 PENDING organization_id=2"
+
+
+def test_the_tools_page_says_the_lists_fold_as_the_code_has_it() -> None:
+    page = " ".join((Path(__file__).parents[2] / "docs" / "tools.md").read_text().split())
+    assert f"folded past {LIST_FOLD_CHARS} characters" in page
