@@ -284,6 +284,16 @@ async def faithful(model: Model, sandbox_url: str) -> list[tuple[str, bool, str]
         where = model.told(phrase)
         out.append((request, where is not None, f"told the user the service does not report it ({where})" if where
                     else "no tool says the service does not report it: the model guesses"))
+
+    # 36: a resumed run's time, in its summary and its elapsed_seconds; a model may read either
+    data, text, _ = await model.call("resume_agent_run", agent_run_id=401, prompt="Add a test for the fix")
+    went = re.search(r"resumed (\d+) s ago", text)
+    elapsed = data.get("elapsed_seconds")
+    right = went is not None and isinstance(elapsed, int) and abs(elapsed - int(went[1])) <= 2
+    out.append(("Resume run 401 to add a test; how long has it been going?", right,
+                f"{went[0] if went else 'no resume time said'}; elapsed_seconds {elapsed}"
+                + ("" if right else f" ({elapsed // 86_400 if isinstance(elapsed, int) else '?'} d): the two disagree,"
+                                    " and a model reading elapsed_seconds says the run has worked for days")))
     return out
 
 

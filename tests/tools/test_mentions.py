@@ -7,6 +7,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterator
+from typing import Final
 
 import pytest
 from mcp.types import Tool
@@ -18,6 +19,7 @@ from agent_automation_mcp.prompts import PROMPTS
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.mentions import TOOL_NAMES, cut_schema, cut_to, named_tools
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools, offered_names
+from catalogue import CASES
 
 EVERY = frozenset(TOOL_NAMES)
 PROMPT_ARGUMENTS = {"delegate_task": {"task": "Fix the login test", "repository": "o/r"},
@@ -158,3 +160,25 @@ async def test_an_error_hint_names_only_tools_on_offer() -> None:
     assert alone.structured_content["error"]["hint"] == "Check agent_run_id."
     assert "list_agent_runs lists the runs" in beside.structured_content["error"]["hint"]
     assert alone.content[0].text.endswith("Check agent_run_id.")
+
+
+ONE_TOOLSET: Final = [pytest.param(toolset, read_only, id=f"{toolset}{'-read-only' * read_only}")
+                       for toolset in TOOLSETS for read_only in (False, True)
+                       if offered_names(ServerSettings(toolsets=(toolset,), read_only=read_only))]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("toolset", "read_only"), ONE_TOOLSET)
+async def test_a_result_names_only_tools_on_offer(toolset: str, read_only: bool) -> None:
+    """Summaries, notes and hints of every tool a one-toolset connection offers, for a call that works and, where
+    the call names a run or a repository, for one that is not there: a result is read by the model too."""
+    async with connected(toolsets=(toolset,), read_only=read_only) as (client, _):
+        offered = frozenset(tool.name for tool in (await client.list_tools()).tools)
+        said = {}
+        for case in (case for case in CASES if case.name in offered):
+            missing = [{**case.call, key: 987_654} for key in ("agent_run_id", "repo_id") if key in case.call]
+            for arguments in (case.call, *missing):
+                result = await client.call_tool(case.name, arguments)
+                said[case.name, json.dumps(arguments)] = " ".join(
+                    [*(getattr(block, "text", "") for block in result.content), json.dumps(result.structured_content)])
+    assert {call: named_tools(text) - offered for call, text in said.items() if named_tools(text) - offered} == {}
