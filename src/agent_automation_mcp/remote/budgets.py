@@ -84,19 +84,20 @@ def network_of(address: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Requests of one purpose allowed per `window` seconds: per client address, per network, and over the
-    networks nobody vouched for (None: no total)."""
+    """Requests of one purpose allowed per `window` seconds: per client address, per network (None: the key is no
+    address, such as a token's hash, so it has no network), and over the networks nobody vouched for (None: no
+    total)."""
 
     purpose: str
     per_address: int
-    per_network: int
+    per_network: int | None
     total: int | None = None
     window: float = WINDOW_SECONDS
 
     def __post_init__(self) -> None:
-        if min(self.per_address, self.per_network, self.total or 1) < 1:
+        if min(self.per_address, self.per_network or 1, self.total or 1) < 1:
             raise ValueError(f"the {self.purpose} budget must allow at least 1 request per window")
-        if self.per_network < self.per_address:
+        if self.per_network is not None and self.per_network < self.per_address:
             raise ValueError(f"the {self.purpose} budget per network must be at least its budget per address "
                              f"({self.per_address})")
 
@@ -131,8 +132,9 @@ class AddressBudgets:
         """Count one request for `address` (None: unknown, counted as one address); `OverBudget` if none is left."""
         budget = self.budgets[purpose]
         network = _hashed(network_of(address))
-        limits = {f"{KEY_PREFIX}:{{{purpose}}}:address:{_hashed(address or '-')}": budget.per_address,
-                  f"{KEY_PREFIX}:{{{purpose}}}:network:{network}": budget.per_network}
+        limits = {f"{KEY_PREFIX}:{{{purpose}}}:address:{_hashed(address or '-')}": budget.per_address}
+        if budget.per_network is not None:
+            limits[f"{KEY_PREFIX}:{{{purpose}}}:network:{network}"] = budget.per_network
         if budget.total is not None and await self._vouched.get(network) is None:
             limits[f"{KEY_PREFIX}:{{{purpose}}}:{TOTAL}"] = budget.total
         redis = self.store.reachable()
