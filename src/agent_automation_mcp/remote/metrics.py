@@ -32,9 +32,11 @@ SERVICE_SIDE_FAILURES: Final = ("server_error", "timeout", "connection", "outcom
 # The service's answers the alerts read (429s, failures), and the successes they are a share of.
 UPSTREAM_STATUSES: Final = ("200", "429", "500", "502", "503", "504", "timeout", "connection")
 # Why /mcp requests are refused, with the status each gets.
-REFUSALS: Final = (("400", "bad_request"), ("401", "no_token"), ("401", "token_refused"), ("403", "origin"),
-                   ("403", "org_not_allowed"), ("405", "method_not_allowed"), ("406", "not_acceptable"),
-                   ("413", "body_too_large"), ("421", "host"), ("429", "rate_limited"), ("503", "unavailable"))
+REFUSALS: Final = (("400", "bad_request"), ("400", "overlong"), ("401", "no_token"), ("401", "token_refused"),
+                   ("403", "origin"), ("403", "org_not_allowed"), ("405", "method_not_allowed"),
+                   ("406", "not_acceptable"), ("408", "body_too_slow"), ("413", "body_too_large"), ("421", "host"),
+                   ("429", "rate_limited"), ("429", "requests_per_token"), ("502", "undecided"),
+                   ("503", "unavailable"))
 # Sign-in endpoints that spend an address's budget, and what they answer when it is spent or its store is down.
 BUDGETED_SIGNIN: Final = ("authorize", "consent", "token", "register", "revoke")
 BUDGET_REFUSALS: Final = (("429", "rate_limited"), ("503", "unavailable"))
@@ -63,9 +65,8 @@ class Metrics:
                                  ("status",), registry=self.registry)
         self.refused = Counter(
             "agent_automation_http_refused",
-            "/mcp requests refused before or by the MCP SDK, by HTTP status and reason (no_token, token_refused, "
-            "origin, host, body_too_large, body_too_slow, overlong, rate_limited, requests_per_token, unavailable, "
-            "bad_request, not_acceptable, method_not_allowed, other).",
+            "/mcp requests refused before or by the MCP SDK, by HTTP status and reason ("
+            f"{', '.join(dict.fromkeys(reason for _, reason in REFUSALS))}, other).",
             ("status", "reason"), registry=self.registry)
         self.token_checks = Counter(
             "agent_automation_token_checks",
