@@ -83,10 +83,19 @@ def test_the_catalogue_holds_every_reason_the_gate_and_the_sign_in_budget_name()
     assert {("401", "token_refused"), ("403", organizations.ORG_NOT_ALLOWED)} <= catalogued
     reasons = {reason for _, reason in REFUSALS}
     for path in REMOTE.glob("*.py"):  # reasons noted for /mcp requests (the sign-in's own are in oauth/)
-        named = re.findall(r'note_reason\("(\w+)"\)', path.read_text())
+        text = path.read_text()
+        constants = dict(re.findall(r'^([A-Z_]+): Final = "(\w+)"', text, re.M))
+        named = re.findall(r'note_reason\("(\w+)"\)', text) + [
+            constants[name] for name in re.findall(r'note_reason\(([A-Z_]+)\)', text)]
         assert set(named) <= reasons, (path.name, named)
     endpoints = (REMOTE / "oauth" / "endpoints.py").read_text()
     budgeted = set(re.findall(r'_(?:budgeted|public)\("(\w+)"', endpoints))
     assert budgeted and budgeted | {"consent"} == set(BUDGETED_SIGNIN)  # consent: the POST of authorize's budget
     spent = set(re.findall(r'note_reason\("(rate_limited|unavailable)"\)', endpoints))
     assert spent == {reason for _, reason in BUDGET_REFUSALS}
+
+
+def test_the_operations_guide_names_every_refusal_reason() -> None:
+    guide = (REMOTE.parents[2] / "docs" / "operations.md").read_text()
+    [row] = [line for line in guide.splitlines() if line.startswith("| `agent_automation_http_refused_total` |")]
+    assert {reason for _, reason in REFUSALS} <= set(re.findall(r"`(\w+)`", row))

@@ -91,6 +91,16 @@ async def test_the_budget_holds_per_address_per_network_and_in_total_and_says_wh
         pytest.fail("no check freed after the waits the budget named")
 
 
+@pytest.mark.anyio
+async def test_a_budget_without_networks_counts_each_key_alone() -> None:
+    """A token's budget is keyed by its hash, which has no network: keys that look alike never share a count."""
+    budgets = AddressBudgets(SharedStore(), [Budget("per-token", 2, None)])
+    for key in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        for _ in range(2):
+            await budgets.spend("per-token", key)
+        with pytest.raises(OverBudget):
+            await budgets.spend("per-token", key)
+
 def test_budgets_count_networks_of_24_and_64_addresses() -> None:
     assert network_of("192.0.2.77") == "192.0.2.0/24"
     assert network_of("2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::/64"

@@ -55,8 +55,8 @@ TOKEN_REQUESTS: Final = "requests_per_token"
 
 
 def token_requests_budget(per_token: int = DEFAULT_REQUESTS_PER_TOKEN) -> Budget:
-    """Task and completion requests per token (its hash is the budget's key), per minute."""
-    return Budget(TOKEN_REQUESTS, per_token)
+    """Task and completion requests per token (its hash is the budget's key, so no network), per minute."""
+    return Budget(TOKEN_REQUESTS, per_token, per_network=None)
 
 
 LISTEN_MESSAGE: Final = "this server is stateless: it never sends anything on a listening GET stream"
