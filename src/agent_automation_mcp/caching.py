@@ -12,6 +12,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import anyio
@@ -22,10 +23,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 V = TypeVar("V")
+T = TypeVar("T")
 
 
 class ExpiringCache(Generic[V]):
-    """At most `max_entries` values, each kept at most its `ttl` seconds; the least recently used goes first."""
+    """At most `max_entries` values, each kept at most its `ttl` seconds; the least recently used goes first. The one
+    in-memory expiring map: token caches, tool lists, and the sign-in store without Redis."""
 
     def __init__(self, max_entries: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         if max_entries < 1:
@@ -53,10 +56,20 @@ class ExpiringCache(Generic[V]):
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
+    def discard(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
 
 KEY_PREFIX: Final = "aamcp"  # as the pacing keys: `aamcp:{<token hash>}:...`, one Cluster slot per token
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of memory only after Redis failed, before it is tried again
 POLL_SECONDS: Final = 0.05  # how often a replica looks for the answer another replica is fetching
+
+
+class RedisAway(Exception):
+    """Redis is not configured, failed a moment ago, or failed now: the caller goes on in this process's memory."""
 
 
 class SharedStore:
@@ -79,6 +92,19 @@ class SharedStore:
     def reachable(self) -> Redis | None:
         """Redis, unless none is configured or it failed a moment ago."""
         return self.redis if time.monotonic() >= self._retry_at else None
+
+    async def ask(self, command: Callable[[Redis], Awaitable[T]]) -> T:
+        """`command` run on Redis, or `RedisAway`: the one rule for "Redis, else memory". A failure is noted
+        (`lost`), and Redis is not asked again for `RETRY_REDIS_AFTER` seconds, so a Redis that is down costs each
+        request nothing but the fallback."""
+        redis = self.reachable()
+        if redis is None:
+            raise RedisAway
+        try:
+            return await command(redis)
+        except self.failures as exc:
+            self.lost(exc)
+            raise RedisAway from None
 
     def lost(self, exc: Exception) -> None:
         if time.monotonic() >= self._retry_at:
@@ -112,14 +138,16 @@ class SharedCache(Generic[V]):
 
     async def get(self, key: str) -> V | None:
         value = self._local.get(key)
-        redis = self.store.reachable()
-        if value is not None or redis is None:
+        if value is not None:
             return value
-        try:
+
+        async def read(redis: Redis) -> list[Any]:
             async with redis.pipeline(transaction=False) as pipe:
-                raw, ttl_ms = await pipe.get(self._key(key)).pttl(self._key(key)).execute()
-        except self.store.failures as exc:
-            self.store.lost(exc)
+                return await pipe.get(self._key(key)).pttl(self._key(key)).execute()
+
+        try:
+            raw, ttl_ms = await self.store.ask(read)
+        except RedisAway:
             return None
         if raw is None or ttl_ms <= 0:
             return None
@@ -129,11 +157,9 @@ class SharedCache(Generic[V]):
 
     async def put(self, key: str, value: V, ttl: float) -> None:
         self._local.put(key, value, ttl)
-        if (redis := self.store.reachable()) is not None:
-            try:
-                await redis.set(self._key(key), json.dumps(value), px=max(1, round(ttl * 1000)))
-            except self.store.failures as exc:
-                self.store.lost(exc)
+        with suppress(RedisAway):
+            await self.store.ask(lambda redis: redis.set(self._key(key), json.dumps(value),
+                                                         px=max(1, round(ttl * 1000))))
 
     async def remembered(self, key: str, fetch: Callable[[], Awaitable[tuple[V, float] | None]], *,
                          fetch_seconds: float) -> V | None:
@@ -161,11 +187,11 @@ class SharedCache(Generic[V]):
         fetching, owned = f"{self._key(key)}:fetching", False
         give_up = time.monotonic() + fetch_seconds
         try:
-            while (redis := self.store.reachable()) is not None and time.monotonic() < give_up:
+            while time.monotonic() < give_up:
                 try:
-                    owned = bool(await redis.set(fetching, "1", nx=True, px=round(fetch_seconds * 1000)))
-                except self.store.failures as exc:
-                    self.store.lost(exc)
+                    owned = bool(await self.store.ask(
+                        lambda redis: redis.set(fetching, "1", nx=True, px=round(fetch_seconds * 1000))))
+                except RedisAway:
                     break
                 if not owned:
                     await anyio.sleep(POLL_SECONDS)  # another replica is fetching: take its answer
@@ -180,9 +206,6 @@ class SharedCache(Generic[V]):
             await self.put(key, *answer)
             return answer[0]
         finally:
-            if owned and (redis := self.store.reachable()) is not None:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await redis.delete(fetching)
-                    except self.store.failures as exc:
-                        self.store.lost(exc)
+            if owned:
+                with anyio.CancelScope(shield=True), suppress(RedisAway):
+                    await self.store.ask(lambda redis: redis.delete(fetching))

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from ..caching import KEY_PREFIX, SharedCache, SharedStore
+from ..caching import KEY_PREFIX, RedisAway, SharedCache, SharedStore
 
 WINDOW_SECONDS: Final = 60.0
 TOTAL: Final = "total"
@@ -137,13 +137,13 @@ class AddressBudgets:
             limits[f"{KEY_PREFIX}:{{{purpose}}}:network:{network}"] = budget.per_network
         if budget.total is not None and await self._vouched.get(network) is None:
             limits[f"{KEY_PREFIX}:{{{purpose}}}:{TOTAL}"] = budget.total
-        redis = self.store.reachable()
-        if redis is not None and self._script is not None:
+        if self._script is not None:
+            script = self._script
             try:
-                wait = await self._script(keys=list(limits), args=[round(budget.window * 1_000_000), *limits.values()],
-                                          client=redis)
-            except self.store.failures as exc:
-                self.store.lost(exc)
+                wait = await self.store.ask(lambda redis: script(
+                    keys=list(limits), args=[round(budget.window * 1_000_000), *limits.values()], client=redis))
+            except RedisAway:
+                pass
             else:
                 if wait > 0:
                     raise OverBudget(purpose, wait / 1_000_000)

@@ -7,10 +7,13 @@ in Redis when one is configured, so every replica lists the same, else in this p
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from ..caching import KEY_PREFIX, ExpiringCache, SharedStore
+from ..caching import KEY_PREFIX, ExpiringCache, RedisAway, SharedStore
 from .ids import now_ms
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 MAX_TASKS: Final = 100  # per token: older ones leave the list (their ids still work)
 PAGE_TASKS: Final = 10  # per tasks/list answer: each is read from the service (shared reads), within the budget
@@ -29,16 +32,19 @@ class TaskIndex:
 
     async def add(self, token_key: str, task_id: str, created_ms: int) -> None:
         oldest = now_ms() - MAX_TTL_MS
-        if (redis := self._store.reachable()) is not None:
-            try:
-                async with redis.pipeline(transaction=True) as pipe:
-                    key = self._key(token_key)
-                    pipe.zadd(key, {task_id: created_ms}).zremrangebyscore(key, "-inf", oldest)
-                    pipe.zremrangebyrank(key, 0, -MAX_TASKS - 1).pexpire(key, MAX_TTL_MS)
-                    await pipe.execute()
-                return
-            except self._store.failures as exc:
-                self._store.lost(exc)
+        async def add(redis: Redis) -> None:
+            async with redis.pipeline(transaction=True) as pipe:
+                key = self._key(token_key)
+                pipe.zadd(key, {task_id: created_ms}).zremrangebyscore(key, "-inf", oldest)
+                pipe.zremrangebyrank(key, 0, -MAX_TASKS - 1).pexpire(key, MAX_TTL_MS)
+                await pipe.execute()
+
+        try:
+            await self._store.ask(add)
+        except RedisAway:  # in this process's memory, as one replica alone would
+            pass
+        else:
+            return
         held = {tid: created for tid, created in (self._local.get(token_key) or {}).items() if created > oldest}
         held[task_id] = created_ms
         kept = dict(sorted(held.items(), key=lambda item: item[1])[-MAX_TASKS:])
@@ -47,14 +53,14 @@ class TaskIndex:
     async def page(self, token_key: str, start: int) -> tuple[list[str], bool]:
         """Up to `PAGE_TASKS` ids from `start`, newest first, and whether more follow."""
         oldest = now_ms() - MAX_TTL_MS
-        if (redis := self._store.reachable()) is not None:
-            try:
-                ids = await redis.zrevrangebyscore(self._key(token_key), "+inf", oldest, start=start,
-                                                   num=PAGE_TASKS + 1)
-                decoded = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
-                return decoded[:PAGE_TASKS], len(decoded) > PAGE_TASKS
-            except self._store.failures as exc:
-                self._store.lost(exc)
+        try:
+            ids = await self._store.ask(lambda redis: redis.zrevrangebyscore(
+                self._key(token_key), "+inf", oldest, start=start, num=PAGE_TASKS + 1))
+        except RedisAway:
+            pass
+        else:
+            decoded = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+            return decoded[:PAGE_TASKS], len(decoded) > PAGE_TASKS
         held = sorted(((created, tid) for tid, created in (self._local.get(token_key) or {}).items()
                        if created > oldest), reverse=True)
         ids = [tid for _, tid in held[start:start + PAGE_TASKS + 1]]

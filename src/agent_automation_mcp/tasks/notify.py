@@ -40,7 +40,7 @@ from mcp.types import (
     SubscriptionsAcknowledgedNotificationParams,
 )
 
-from ..caching import KEY_PREFIX, SharedStore
+from ..caching import KEY_PREFIX, RedisAway, SharedStore
 from ..logs import tenant_id
 from .status import POLL_SECONDS
 
@@ -121,12 +121,9 @@ class RunReads:
 
     async def publish(self, event: RunRead) -> None:
         await self._local.publish(event)  # type: ignore[arg-type]  # the bus carries any event; ours is a run read
-        if (redis := self._store.reachable()) is not None:
-            try:
-                await redis.publish(channel(event.org_id, event.run_id),
-                                    json.dumps({"from": self._origin, "reading": event.reading}))
-            except self._store.failures as exc:
-                self._store.lost(exc)
+        with contextlib.suppress(RedisAway):
+            await self._store.ask(lambda redis: redis.publish(
+                channel(event.org_id, event.run_id), json.dumps({"from": self._origin, "reading": event.reading})))
 
     def subscribe(self, listener: Callable[[RunRead], None]) -> Callable[[], None]:
         """`listener` hears every run read this replica hears of, its own and the relayed; returns the unsubscribe."""

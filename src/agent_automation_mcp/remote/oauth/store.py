@@ -10,9 +10,10 @@ so a request during an outage does not wait for a timeout first.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+
+from ...caching import ExpiringCache, RedisAway
 
 if TYPE_CHECKING:
     from ...caching import SharedStore
@@ -76,39 +77,23 @@ class Store(Protocol):
 
 
 class MemoryStore:
-    """One process's store, bounded: when full, expired entries go first, then the soonest to expire."""
+    """One process's store, bounded (`ExpiringCache`: when full, the least recently used goes first)."""
 
     def __init__(self, max_entries: int = MAX_MEMORY_ENTRIES) -> None:
-        self._entries: dict[str, tuple[float, str]] = {}
-        self._max = max_entries
+        self._entries: ExpiringCache[str] = ExpiringCache(max_entries)
 
     def _live(self, key: str) -> str | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry[0] <= time.monotonic():
-            del self._entries[key]
-            return None
-        return entry[1]
+        return self._entries.get(key)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
-        if key not in self._entries and len(self._entries) >= self._max:
-            self._make_room()
-        self._entries[key] = (time.monotonic() + ttl, value)
-
-    def _make_room(self) -> None:
-        now = time.monotonic()
-        for key in [k for k, (until, _) in self._entries.items() if until <= now]:
-            del self._entries[key]
-        if len(self._entries) >= self._max:
-            del self._entries[min(self._entries, key=lambda k: self._entries[k][0])]
+        self._entries.put(key, value, ttl)
 
     async def get(self, key: str) -> str | None:
         return self._live(key)
 
     async def take(self, key: str) -> str | None:
         value = self._live(key)
-        self._entries.pop(key, None)
+        self._entries.discard(key)
         return value
 
     async def follow(self, key: str, prefix: str) -> str | None:
@@ -127,7 +112,7 @@ class MemoryStore:
 
     async def delete(self, *keys: str) -> None:
         for key in keys:
-            self._entries.pop(key, None)
+            self._entries.discard(key)
 
     async def close(self) -> None:
         self._entries.clear()
@@ -164,13 +149,10 @@ class RedisStore:
             await self._ask(lambda: self._redis.delete(*(PREFIX + key for key in keys)))
 
     async def _ask(self, command: Callable[[], Awaitable[T]]) -> T:
-        if self._shared.reachable() is None:
-            raise StoreUnavailable("Redis did not answer a moment ago")
         try:
-            return await command()
-        except self._shared.failures as exc:
-            self._shared.lost(exc)
-            raise StoreUnavailable(f"Redis did not answer ({type(exc).__name__})") from None
+            return await self._shared.ask(lambda _: command())
+        except RedisAway:
+            raise StoreUnavailable("Redis did not answer, now or a moment ago") from None
 
     async def close(self) -> None:
         await self._redis.aclose()
