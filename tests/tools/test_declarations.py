@@ -11,7 +11,9 @@ from typing import Any, Final
 
 import pytest
 from mcp import Client
+from pydantic import BaseModel
 
+from agent_automation_mcp.api import models
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
@@ -19,6 +21,7 @@ from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tasks.extension import RUN_ID_FIELDS
 from agent_automation_mcp.tools.declarations import Toolset, ToolSpec
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+from agent_automation_mcp.tools.results import Output
 from agent_automation_mcp.view import page
 
 ROOT: Final = Path(__file__).parents[2]
@@ -97,4 +100,24 @@ def test_a_tool_whose_result_the_view_draws_declares_it_and_no_other_does() -> N
         if spec.viewed and not shapes:
             problems.append(f"{spec.name} declares viewed=True, but its result is none the runs view draws "
                             f"({', '.join(DRAWN)}): leave viewed out in {_module(spec)}")
+    assert not problems, "\n".join(problems)
+
+
+def _subclasses(model: type[Output]) -> list[type[Output]]:
+    return [found for sub in model.__subclasses__() for found in (sub, *_subclasses(sub))]
+
+
+def test_a_result_that_is_the_services_model_reuses_it() -> None:
+    """A tool's result model that has exactly the fields of a service model (`api/models.py`) subclasses it (`class
+    User(models.User, Output)`), so that a field the service adds is added once. One that narrows it (drops a field,
+    normalises one, adds its own) declares its fields."""
+    def fields(model: type[BaseModel]) -> dict[str, str]:  # a field's type and what checks or normalises it
+        return {name: f"{info.annotation} {info.metadata}" for name, info in model.model_fields.items()}
+
+    service = [model for model in vars(models).values()
+               if isinstance(model, type) and issubclass(model, models.Resource) and model is not models.Resource]
+    problems = [f"{output.__name__} ({output.__module__}) restates {model.__name__} of api/models.py field for field: "
+                f"declare it `class {output.__name__}(models.{model.__name__}, Output)` and drop the fields"
+                for output in _subclasses(Output) for model in service
+                if fields(output) == fields(model) and not issubclass(output, model)]
     assert not problems, "\n".join(problems)
