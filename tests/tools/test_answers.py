@@ -114,7 +114,8 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
                     problems.append(
                         f"field `{field}` of operation {operation} ({operation_id}) is neither in {spec.name}'s "
                         f"result (no `{target}` in its output schema) nor left out with a reason: show it in the "
-                        f"tool's output model ({module}), or add it with why it is left out to "
+                        f"tool's output model ({module}), map it where the result has it in "
+                        f"ANSWERS[{spec.name!r}][{operation!r}].renamed, or add it with why it is left out to "
                         f"ANSWERS[{spec.name!r}][{operation!r}].left_out in {REGISTRY} (docs/tools.md is generated "
                         f"from it: UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py)")
     return problems

@@ -46,7 +46,10 @@ def test_names_and_toolsets_are_exactly_the_issues() -> None:
     grouped: dict[str, list[str]] = {}
     for spec in all_tools():
         grouped.setdefault(spec.toolset, []).append(spec.name)
-    assert grouped == EXPECTED
+    served = [name for names in grouped.values() for name in names]
+    missing = [name for name in served if name not in {case.name for case in CASES}]
+    assert not missing, f"{missing} have no ToolCase in tests/catalogue.py: add one each, in listing order"
+    assert grouped == EXPECTED, "tests/catalogue.py lists the tools in another order or toolset than they are declared"
     assert tuple(EXPECTED) == TOOLSETS
     assert tuple(dict.fromkeys(case.toolset for case in CASES if case.default)) == DEFAULT_TOOLSETS
     assert set(TOOLSETS) - set(DEFAULT_TOOLSETS) == {"oauth", "webhooks"}
@@ -54,8 +57,12 @@ def test_names_and_toolsets_are_exactly_the_issues() -> None:
 
 def test_every_operation_reaches_a_tool_or_is_excluded_with_a_reason() -> None:
     reached = {op for spec in all_tools() for op in spec.operations}
-    assert reached.isdisjoint(OPERATIONS_WITHOUT_TOOL)
-    assert reached | set(OPERATIONS_WITHOUT_TOOL) == set(OPERATIONS)
+    both = sorted(reached & set(OPERATIONS_WITHOUT_TOOL))
+    assert not both, (f"{both} sent by a tool yet listed in OPERATIONS_WITHOUT_TOOL (src/agent_automation_mcp/tools/"
+                      "registry.py): take them out of it")
+    neither = sorted(set(OPERATIONS) - reached - set(OPERATIONS_WITHOUT_TOOL))
+    assert not neither, (f"{neither} sent by no tool: name them in a tool's toolset.tool(...), or list them with the "
+                         "reason in OPERATIONS_WITHOUT_TOOL (src/agent_automation_mcp/tools/registry.py)")
     assert all(len(reason) > 20 for reason in OPERATIONS_WITHOUT_TOOL.values())
     # The two operations the issue folds into one tool each.
     by_name = {spec.name: spec for spec in all_tools()}

@@ -39,11 +39,11 @@ class ToolSpec:
         starting = [op for op in self.operations if OPERATIONS[op].starts_run]
         if starting and self.run_field is None:
             raise ValueError(f"tool {self.name} sends {starting[0]}, which starts an agent run: declare the field of "
-                             f"its result that names the run, toolset.tool(..., run_field=\"id\"), so that it is "
-                             "offered as a task")
+                             f"its result that names the run, toolset.tool(..., run_field=\"id\") in "
+                             f"{self.handler.__module__}, so that it is offered as a task")
         if self.run_field is not None and not starting:
             raise ValueError(f"tool {self.name} declares run_field but sends no operation that starts a run "
-                             "(starts_run in api/operations.py): leave run_field out")
+                             f"(starts_run in api/operations.py): leave run_field out in {self.handler.__module__}")
 
     @property
     def output(self) -> type[BaseModel]:
