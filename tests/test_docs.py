@@ -23,6 +23,8 @@ from agent_automation_mcp.cli import PROG, build_parser
 from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
 from agent_automation_mcp.remote.rpc_request import BODY_SECONDS, MAX_ID_CHARS, MAX_METHOD_CHARS
 from agent_automation_mcp.tools.answers import ANSWERS, NOT_REPORTED, WRITTEN
+from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED
+from budget import measure
 from catalogue import CASES
 
 ROOT: Final = Path(__file__).parents[1]
@@ -37,6 +39,15 @@ TOOLS: Final = ROOT / "docs" / "tools.md"
 ANSWERS_BEGIN: Final = ("<!-- answers: generated from tools/answers.py by UPDATE_DOCS=1 .venv/bin/pytest "
                         "tests/test_docs.py -->")
 ANSWERS_END: Final = "<!-- end of the generated answers -->"
+TOOLS_BEGIN: Final = ("<!-- tools: the first three columns generated from the tools' declarations by UPDATE_DOCS=1 "
+                      ".venv/bin/pytest tests/test_docs.py; \"What it does\" is written by hand (a new tool's row "
+                      "starts with its description) -->")
+TOOLS_END: Final = "<!-- end of the generated tools -->"
+_ROW: Final = re.compile(r"^\| .*? \| `(\w+)` \| .*? \| (.*) \|$", re.M)
+# The budget's figures as the docs state them (`budget.Measure`: what a model reads, and the whole tools/list).
+TOKEN_FIGURES: Final = ((ROOT / "README.md", r"costs about ([\d,]+) tokens", "model_tokens"),
+                        (ROOT / "README.md", r"`_meta`\), is about ([\d,]+)\.", "whole_tokens"),
+                        (GUIDE, r"about ([\d,]+) today", "model_tokens"))
 
 
 def _cell(text: str) -> str:
@@ -102,9 +113,24 @@ def answers_reference() -> str:
     return "\n".join(lines)
 
 
+def tools_reference() -> str:
+    """The tools table: toolset, name and annotations from each tool's declaration, in listing order; what it does
+    as the page says it (a new tool: its description, to be rewritten for a person)."""
+    said = dict(_ROW.findall(TOOLS.read_text()))
+    lines = [TOOLS_BEGIN, "", "| Toolset | Tool | Annotations | What it does |", "|---|---|---|---|"]
+    for toolset in TOOLSETS_DECLARED:
+        for spec in toolset.tools:
+            effect = "read-only" if spec.read_only else (
+                f"{'destructive' if spec.destructive else 'write'}{', idempotent' if spec.idempotent else ''}")
+            what = said.get(spec.name) or _cell(spec.description)
+            lines.append(f"| `{toolset.name}`{'' if toolset.default else ' (opt-in)'} | `{spec.name}` | {effect} | "
+                         f"{what} |")
+    return "\n".join([*lines, "", TOOLS_END])
+
+
 @pytest.mark.parametrize(("page", "begin", "end", "generate"), [
-    (CONFIGURATION, BEGIN, END, flags_reference), (TOOLS, ANSWERS_BEGIN, ANSWERS_END, answers_reference)],
-    ids=["flags", "answers"])
+    (CONFIGURATION, BEGIN, END, flags_reference), (TOOLS, ANSWERS_BEGIN, ANSWERS_END, answers_reference),
+    (TOOLS, TOOLS_BEGIN, TOOLS_END, tools_reference)], ids=["flags", "answers", "tools"])
 def test_the_generated_references_are_their_sources(page: Path, begin: str, end: str,
                                                     generate: Callable[[], str]) -> None:
     text = page.read_text()
@@ -113,7 +139,9 @@ def test_the_generated_references_are_their_sources(page: Path, begin: str, end:
     if os.environ.get("UPDATE_DOCS") == "1":
         page.write_text(text.replace(current, generated))
         current = generated
-    assert current == generated, f"{page.name} drifted from its source: run UPDATE_DOCS=1 on tests/test_docs.py"
+    drifted = [line for line in generated.splitlines() if line not in current.splitlines()]
+    assert current == generated, (f"{page.name} drifted from its source (first line it lacks: "
+                                  f"{(drifted or [''])[0][:200]!r}): run UPDATE_DOCS=1 on tests/test_docs.py")
 
 
 def test_the_flags_reference_names_every_command() -> None:
@@ -180,9 +208,29 @@ def test_relative_links_resolve() -> None:
 
 
 def test_the_tools_page_has_a_row_per_tool_in_listing_order() -> None:
-    table = TOOLS.read_text().split("\n## ")[1]  # the page's first section: its tools
-    rows = re.findall(r"^\| `(\w+)`(?: \(opt-in\))? \| `(\w+)` \|", table, re.M)
-    assert rows == [(case.toolset, case.name) for case in CASES]
+    """One row per tool the declarations hold, as the catalogue lists them; the rows are generated (`tools` above)."""
+    rows = _ROW.findall(TOOLS.read_text().split(TOOLS_BEGIN)[1].split(TOOLS_END)[0])
+    missing = [case.name for case in CASES if case.name not in dict(rows)]
+    assert not missing, f"docs/tools.md has no row for {missing}: run UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py"
+    assert [name for name, _ in rows] == [case.name for case in CASES], (
+        "docs/tools.md lists the tools out of order: run UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py")
+
+
+@pytest.mark.anyio
+async def test_the_token_figures_in_the_docs_are_measured() -> None:
+    """What a model reads of the default tools, as README.md and the guide state it, is what the budget test measures
+    (`tests/budget.py`); UPDATE_DOCS=1 writes the measured figures in."""
+    measured = await measure()
+    for page, pattern, which in TOKEN_FIGURES:
+        text = page.read_text()
+        found = re.search(pattern, text)
+        assert found, f"{page.name} no longer states the token figure /{pattern}/: restore it, or edit TOKEN_FIGURES"
+        figure = f"{getattr(measured, which):,}"
+        if os.environ.get("UPDATE_DOCS") == "1" and found.group(1) != figure:
+            page.write_text(text[:found.start(1)] + figure + text[found.end(1):])
+            continue
+        assert found.group(1) == figure, (f"{page.name} says {found.group(1)} tokens ({which}), the tools measure "
+                                          f"{figure}: run UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py")
 
 
 def test_the_tool_closest_to_cancelling_a_run_is_one_fact() -> None:

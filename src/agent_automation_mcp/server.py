@@ -120,7 +120,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         serve_list_tools(self, self._list_offered_tools)
         for spec in self.tool_specs:
             self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
-                          annotations=spec.annotations, structured_output=True, meta=view.meta_for(spec.name))
+                          annotations=spec.annotations, structured_output=True, meta=view.meta_for(spec))
 
     async def list_tools(self) -> list[MCPTool]:
         if self._compact_tools is None:

@@ -9,6 +9,8 @@ import pytest
 from agent_automation_mcp.api import EXCLUDED_OPERATIONS, OPERATIONS
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, RateLimit, parse_rate_limits
 
+TABLE = "src/agent_automation_mcp/api/operations.py"
+
 
 def _spec_operations(document: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, Any]]]:
     return {
@@ -20,12 +22,16 @@ def _spec_operations(document: dict[str, Any]) -> dict[str, tuple[str, str, dict
 
 def test_every_operation_id_maps_to_exactly_one_entry_or_is_excluded(openapi_document: dict[str, Any]) -> None:
     spec = _spec_operations(openapi_document)
-    assert len(spec) == len(OPERATIONS) + len(EXCLUDED_OPERATIONS)
     table_ids = [op.operation_id for op in OPERATIONS.values()]
     assert len(table_ids) == len(set(table_ids)), "two table entries claim one operationId"
-    for operation_id in spec:
-        assert (operation_id in table_ids) != (operation_id in EXCLUDED_OPERATIONS), operation_id
-    assert set(table_ids) <= set(spec), "the table names an operationId the spec does not have"
+    for operation_id, (method, path, _) in spec.items():
+        in_table, excluded = operation_id in table_ids, operation_id in EXCLUDED_OPERATIONS
+        assert in_table or excluded, (
+            f"{method} {path} ({operation_id}) is in the reference but neither in OPERATIONS "
+            f"({TABLE}) nor in EXCLUDED_OPERATIONS with the reason: add its line to the table")
+        assert not (in_table and excluded), f"{operation_id} is in OPERATIONS and EXCLUDED_OPERATIONS ({TABLE})"
+    stray = sorted(set(table_ids) - set(spec))
+    assert not stray, f"OPERATIONS ({TABLE}) names operationIds the reference does not have: {stray}"
     assert all(reason.strip() for reason in EXCLUDED_OPERATIONS.values())
 
 
@@ -41,6 +47,20 @@ def test_method_path_and_parameters_agree_with_the_spec(name: str, openapi_docum
     # org_id is undeclared on the check-suite operations (a spec defect) but sits in their path all the same.
     assert {n for n, where in declared.items() if where == "path"} <= set(op.path_params)
     assert ("requestBody" in spec_op) == op.body
+
+
+def test_an_operation_starts_a_run_when_it_writes_and_its_answer_names_a_run(openapi_document: dict[str, Any]) -> None:
+    """`starts_run` is the reference's fact: a write whose answer is a run, or names one (`agent_run_id`)."""
+    schemas = openapi_document["components"]["schemas"]
+    for name, op in OPERATIONS.items():
+        _, _, spec_op = _spec_operations(openapi_document)[op.operation_id]
+        answer = spec_op["responses"]["200"].get("content", {}).get("application/json", {}).get("schema", {})
+        shape = answer.get("$ref", "").rsplit("/", 1)[-1]
+        names_run = shape == "AgentRunResponse" or "agent_run_id" in schemas.get(shape, {}).get("properties", {})
+        starts = not op.read_only and names_run
+        assert op.starts_run == starts, (
+            f"{name} {'starts or continues' if starts else 'does not start'} an agent run (a write whose answer "
+            f"{'names' if names_run else 'does not name'} one): set starts_run={starts} on its line in {TABLE}")
 
 
 def test_the_alpha_logs_path_the_service_serves_is_primary_and_the_contracts_is_the_fallback() -> None:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from agent_automation_mcp.api.limits import RateLimit, parse_rate_limits
+from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit, parse_rate_limits
 from agent_automation_mcp.sandbox.ratelimit import FixedWindow, RateLimiter, SlidingCounter, SlidingLog
 
 from .conftest import MakeSandbox, client_for, org_path
@@ -80,8 +80,7 @@ def test_429_over_http(make_sandbox: MakeSandbox, algorithm: str, retry_after: b
 
 
 def test_every_bucket_of_the_contract_is_enforced(make_sandbox: MakeSandbox) -> None:
-    spec = ("standard=1000/60s,agent_creation=1/60s,setup_commands=1/60s,log_analysis=1/60s,logs=1/60s,"
-            "pr_edit=1/60s,webhook_test=1/60s,cli_rules=1/60s")
+    spec = ",".join(f"{bucket}={1000 if bucket == STANDARD else 1}/60s" for bucket in DEFAULT_RATE_LIMITS)
     sandbox = make_sandbox(rate_limits=parse_rate_limits(spec))
     calls = [
         ("POST", org_path(sandbox, "/agent/run"), {"prompt": "x"}, "agent_creation"),
@@ -92,6 +91,8 @@ def test_every_bucket_of_the_contract_is_enforced(make_sandbox: MakeSandbox) -> 
         ("POST", org_path(sandbox, "/webhooks/agent-run/test"), {"url": "https://e.com"}, "webhook_test"),
         ("GET", org_path(sandbox, "/cli/rules"), None, "cli_rules"),
     ]
+    missing = set(DEFAULT_RATE_LIMITS) - {STANDARD} - {bucket for *_, bucket in calls}
+    assert not missing, f"no call here spends {sorted(missing)} (api/limits.py): add one per bucket"
     with client_for(sandbox) as api:
         for method, path, body, bucket in calls:
             assert api.request(method, path, json=body).status_code == 200, bucket

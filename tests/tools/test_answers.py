@@ -20,7 +20,7 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools import answers
-from agent_automation_mcp.tools.answers import ANSWERS, BEYOND_OPENAPI, NOT_REPORTED, TARGETS, WRITTEN
+from agent_automation_mcp.tools.answers import ANSWERS, BEYOND_OPENAPI, NOT_REPORTED, TARGETS, WRITTEN, answer_for
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
 ROOT = Path(__file__).parents[2]
@@ -84,13 +84,13 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
     problems = []
     for spec in all_tools():
         module = Path(inspect.getfile(spec.handler)).relative_to(ROOT)
-        declared = ANSWERS.get(spec.name, {})
-        if set(declared) != set(spec.operations):
-            problems.append(f"{spec.name} sends {sorted(spec.operations)} but ANSWERS[{spec.name!r}] in {REGISTRY} "
-                            f"says how the result carries {sorted(declared)}: say it for each operation it sends")
+        if stray := sorted(set(ANSWERS.get(spec.name, {})) - set(spec.operations)):
+            problems.append(f"ANSWERS[{spec.name!r}] in {REGISTRY} names {stray}, which {spec.name} does not send "
+                            f"(its toolset.tool(...) in {module} names {sorted(spec.operations)}): remove them")
             continue
         schema = listed[spec.name]["outputSchema"]
-        for operation, answer in declared.items():
+        for operation in spec.operations:
+            answer = answer_for(spec.name, operation)
             if answer.read_for is not None:
                 continue
             operation_id = OPERATIONS[operation].operation_id
@@ -114,7 +114,8 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
                     problems.append(
                         f"field `{field}` of operation {operation} ({operation_id}) is neither in {spec.name}'s "
                         f"result (no `{target}` in its output schema) nor left out with a reason: show it in the "
-                        f"tool's output model ({module}), or add it with why it is left out to "
+                        f"tool's output model ({module}), map it where the result has it in "
+                        f"ANSWERS[{spec.name!r}][{operation!r}].renamed, or add it with why it is left out to "
                         f"ANSWERS[{spec.name!r}][{operation!r}].left_out in {REGISTRY} (docs/tools.md is generated "
                         f"from it: UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py)")
     return problems

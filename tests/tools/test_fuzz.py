@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -21,8 +21,7 @@ from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.registry import TOOLSETS
 from catalogue import CASES
 
-LIMITS: Final = ",".join(f"{bucket}=100000/1s" for bucket in (
-    "standard", "agent_creation", "setup_commands", "log_analysis", "logs", "pr_edit", "webhook_test"))
+LIMITS: Final = ",".join(f"{bucket}=100000/1s" for bucket in DEFAULT_RATE_LIMITS)  # none ever binds
 EXAMPLES: Final = 15
 
 

@@ -22,10 +22,10 @@ from agent_automation_mcp.tools.registry import (
     select_tools,
 )
 from agent_automation_mcp.view import VIEW_URI
+from budget import BUDGET_TOKENS, measure
 from catalogue import CASES
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-BUDGET_TOKENS = 3000  # characters / 4
 
 # The names and groups are public (users' prompts and configurations name them): `tests/catalogue.py` pins them.
 EXPECTED = {toolset: [case.name for case in CASES if case.toolset == toolset]
@@ -46,7 +46,10 @@ def test_names_and_toolsets_are_exactly_the_issues() -> None:
     grouped: dict[str, list[str]] = {}
     for spec in all_tools():
         grouped.setdefault(spec.toolset, []).append(spec.name)
-    assert grouped == EXPECTED
+    served = [name for names in grouped.values() for name in names]
+    missing = [name for name in served if name not in {case.name for case in CASES}]
+    assert not missing, f"{missing} have no ToolCase in tests/catalogue.py: add one each, in listing order"
+    assert grouped == EXPECTED, "tests/catalogue.py lists the tools in another order or toolset than they are declared"
     assert tuple(EXPECTED) == TOOLSETS
     assert tuple(dict.fromkeys(case.toolset for case in CASES if case.default)) == DEFAULT_TOOLSETS
     assert set(TOOLSETS) - set(DEFAULT_TOOLSETS) == {"oauth", "webhooks"}
@@ -54,8 +57,12 @@ def test_names_and_toolsets_are_exactly_the_issues() -> None:
 
 def test_every_operation_reaches_a_tool_or_is_excluded_with_a_reason() -> None:
     reached = {op for spec in all_tools() for op in spec.operations}
-    assert reached.isdisjoint(OPERATIONS_WITHOUT_TOOL)
-    assert reached | set(OPERATIONS_WITHOUT_TOOL) == set(OPERATIONS)
+    both = sorted(reached & set(OPERATIONS_WITHOUT_TOOL))
+    assert not both, (f"{both} sent by a tool yet listed in OPERATIONS_WITHOUT_TOOL (src/agent_automation_mcp/tools/"
+                      "registry.py): take them out of it")
+    neither = sorted(set(OPERATIONS) - reached - set(OPERATIONS_WITHOUT_TOOL))
+    assert not neither, (f"{neither} sent by no tool: name them in a tool's toolset.tool(...), or list them with the "
+                         "reason in OPERATIONS_WITHOUT_TOOL (src/agent_automation_mcp/tools/registry.py)")
     assert all(len(reason) > 20 for reason in OPERATIONS_WITHOUT_TOOL.values())
     # The two operations the issue folds into one tool each.
     by_name = {spec.name: spec for spec in all_tools()}
@@ -129,18 +136,21 @@ async def test_tool_schemas_match_the_snapshots() -> None:
 
 @pytest.mark.anyio
 async def test_default_tools_list_fits_the_context_budget() -> None:
-    """The budget counts what a model reads (name, description, input schema); the whole list is reported beside it.
+    """The budget counts what a model reads (name, description, input schema); the whole list is reported beside it,
+    and each tool's cost, largest first, so that a failure shows where the room went.
 
     Fields only the host reads (`_meta`, output schemas, annotations, task support) are not in the budget: a
     description is never shortened to make room for them.
     """
-    tools = await _listed(ServerSettings())
-    read = [{key: tool[key] for key in ("name", "description", "inputSchema") if key in tool} for tool in tools]
-    model_tokens = len(json.dumps(read, separators=(",", ":"), ensure_ascii=False)) // 4
-    whole_tokens = len(json.dumps({"tools": tools}, separators=(",", ":"), ensure_ascii=False)) // 4
-    print(f"\ndefault tools, what a model reads: ≈ {model_tokens} tokens (budget {BUDGET_TOKENS}); "
-          f"the whole tools/list: ≈ {whole_tokens} tokens")
-    assert model_tokens <= BUDGET_TOKENS
+    measured = await measure()
+    costs = "\n".join(f"  {cost:>5}  {name}" for name, cost in measured.costs())
+    report = (f"default tools, what a model reads: ≈ {measured.model_tokens} tokens (budget {BUDGET_TOKENS}); the "
+              f"whole tools/list: ≈ {measured.whole_tokens} tokens; each tool (name, description, input schema), "
+              f"largest first:\n{costs}")
+    print(f"\n{report}")
+    assert measured.model_tokens <= BUDGET_TOKENS, (
+        f"{report}\nover the budget by {measured.model_tokens - BUDGET_TOKENS}: shorten descriptions or schemas of "
+        "default tools (a product decision), or put the new tool in an opt-in toolset (toolsets.py)")
 
 
 def test_compact_schema_keeps_meaning() -> None:

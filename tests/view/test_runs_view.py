@@ -13,8 +13,9 @@ from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools.registry import all_tools
 from agent_automation_mcp.toolsets import parse_toolsets
-from agent_automation_mcp.view import VIEW_URI, VIEWED_TOOLS, page
+from agent_automation_mcp.view import VIEW_URI, page
 
 APP_MIME_TYPE = "text/html;profile=mcp-app"
 
@@ -80,7 +81,8 @@ async def test_the_run_tools_name_the_view_and_no_other_tool_carries_meta() -> N
     every = ServerSettings(toolsets=parse_toolsets("all"))
     async with Client(build_server(ApiSettings(), every)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) >= VIEWED_TOOLS
+    viewed = {spec.name for spec in all_tools() if spec.viewed}  # as each tool declares (`toolset.tool(viewed=...)`)
+    assert {"get_agent_run", "create_agent_run", "list_agent_runs", "get_agent_run_logs"} <= viewed <= set(tools)
     for name, tool in tools.items():
         # Every tool stays visible to the model: the view calls only tools a model may call too.
-        assert tool.meta == ({"ui": {"resourceUri": VIEW_URI}} if name in VIEWED_TOOLS else None), name
+        assert tool.meta == ({"ui": {"resourceUri": VIEW_URI}} if name in viewed else None), name

@@ -34,6 +34,9 @@ class Operation:
     `retry_safe`: sending it twice does no harm (reads and the check-suite PUT), so connection
     errors and 5xx may be retried. Anything else is sent at most once once it may have arrived.
     `fallback_path`: a second path the real service is known to serve the same operation on.
+    `starts_run`: it starts an agent run or sets one going again, and its answer names the run: a tool that sends
+    it declares the field of its result that names the run (`toolset.tool(..., run_field=...)`), and is offered
+    as a task.
     """
 
     name: str
@@ -47,6 +50,7 @@ class Operation:
     query: tuple[str, ...] = ()
     body: bool = False
     fallback_path: str | None = None
+    starts_run: bool = False
 
     @property
     def path_params(self) -> tuple[str, ...]:
@@ -83,9 +87,10 @@ def _read(name: str, path: str, operation_id: str, *, query: tuple[str, ...] = (
 
 
 def _write(name: str, method: HttpMethod, path: str, operation_id: str, *, buckets: tuple[str, ...] = _STD,
-           destructive: bool = False, query: tuple[str, ...] = (), body: bool = True) -> Operation:
+           destructive: bool = False, query: tuple[str, ...] = (), body: bool = True,
+           starts_run: bool = False) -> Operation:
     return Operation(name, method, path, operation_id, buckets, retry_safe=False, read_only=False,
-                     destructive=destructive, query=query, body=body)
+                     destructive=destructive, query=query, body=body, starts_run=starts_run)
 
 
 OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name: op for op in (
@@ -104,13 +109,13 @@ OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name:
           buckets=(CLI_RULES, STANDARD)),
     # Agent runs
     _write("create_agent_run", "POST", _RUN, "create_agent_run_v1_organizations__org_id__agent_run_post",
-           buckets=(AGENT_CREATION, STANDARD)),
+           buckets=(AGENT_CREATION, STANDARD), starts_run=True),
     _read("get_agent_run", f"{_RUN}/{{agent_run_id}}",
           "get_agent_run_v1_organizations__org_id__agent_run__agent_run_id__get"),
     _read("list_agent_runs", f"{_ORG}/agent/runs", "list_agent_runs_v1_organizations__org_id__agent_runs_get",
           query=("user_id", "source_type", *_PAGING)),
     _write("resume_agent_run", "POST", f"{_RUN}/resume",
-           "resume_agent_run_v1_organizations__org_id__agent_run_resume_post"),
+           "resume_agent_run_v1_organizations__org_id__agent_run_resume_post", starts_run=True),
     # The alpha path first: it is the one the real service is known to serve (the OpenAPI's); the contract's path
     # is the fallback, used from the first 404 for the route on (see the transport).
     _read("get_agent_run_logs", "/v1/alpha/organizations/{org_id}/agent/run/{agent_run_id}/logs",
@@ -138,10 +143,10 @@ OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name:
     # Setup and sandbox-log analysis (each starts an agent run)
     _write("generate_setup_commands", "POST", f"{_ORG}/setup-commands/generate",
            "generate_setup_commands_v1_organizations__org_id__setup_commands_generate_post",
-           buckets=(SETUP_COMMANDS, STANDARD)),
+           buckets=(SETUP_COMMANDS, STANDARD), starts_run=True),
     _write("analyze_sandbox_logs", "POST", f"{_ORG}/sandbox/{{sandbox_id}}/analyze-logs",
            "analyze_sandbox_logs_v1_organizations__org_id__sandbox__sandbox_id__analyze_logs_post",
-           buckets=(LOG_ANALYSIS, STANDARD), body=False),
+           buckets=(LOG_ANALYSIS, STANDARD), body=False, starts_run=True),
     # OAuth tokens
     _read("get_oauth_token_status", "/v1/oauth/tokens/status", "get_oauth_token_status_v1_oauth_tokens_status_get",
           query=("org_id",)),

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 import anyio
@@ -35,6 +36,7 @@ from ..tenancy import tenant_key
 from ..tools.callers import CALL_SECONDS, ServerState, client_for
 from ..tools.checks import CLOSEST_TO_CANCEL
 from ..tools.mentions import cut_to
+from ..tools.registry import all_tools
 from ..tools.results import label
 from ..tools.runs import FAILED, STOPPED, duration, run_result
 from .ids import TaskRecord, TaskSeal, now_ms
@@ -44,9 +46,8 @@ from .status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
-# The tools that start or continue a run, and the field of their result that names it.
-RUN_ID_FIELDS: Final = {"create_agent_run": "id", "resume_agent_run": "id", "generate_setup_commands": "agent_run_id",
-                        "analyze_sandbox_logs": "agent_run_id"}
+# The tools that start or continue a run, and the field of their result naming it, as each declares (`run_field`).
+RUN_ID_FIELDS: Final = MappingProxyType({spec.name: spec.run_field for spec in all_tools() if spec.run_field})
 TTL_SECONDS: Final = MAX_TTL_MS // 1000  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
 RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (its last read within), then says so

@@ -55,7 +55,8 @@ _EDIT: Final = Answer(left_out={
 })
 _PREVIOUS: Final = Answer(whole="previous")
 
-# Per tool, each operation it may send (as `toolset.tool` names them) and how its answer reaches the result.
+# Per tool, the operations it may send (as `toolset.tool` names them) whose answer reaches the result otherwise than
+# field for field under the same names; an operation not named here is `SHOWN` (see `answer`).
 ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
     "create_agent_run": {"create_agent_run": _RUN},
     "get_agent_run": {"get_agent_run": _RUN},
@@ -78,31 +79,33 @@ ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
         "list_agent_runs": Answer(read_for="the pr_id of a pull request named by its URL or number"),
         "list_repositories": Answer(read_for="a repository's owner/name, from its repo_id"),
     },
-    "get_check_suite_settings": {"get_check_suite_settings": Answer()},
     "update_check_suite_settings": {
         "get_check_suite_settings": Answer(read_for="what each setting given was before (before, entries)"),
         "update_check_suite_settings": Answer(whole="response"),
     },
     "list_organizations": {"list_organizations": Answer(renamed={"items": "organizations"}, left_out=_PAGE)},
     "list_users": {"list_users": Answer(renamed={"items": "users"}, left_out=_PAGE)},
-    "get_user": {"get_user": Answer(), "get_current_user": Answer()},
     "list_repositories": {"list_repositories": Answer(renamed={"items": "repositories"}, left_out={
         **_PAGE, "items[].name": "the part of full_name after the slash"})},
-    "list_integrations": {"list_integrations": Answer()},
-    "list_models": {"list_models": Answer()},
-    "generate_setup_commands": {"generate_setup_commands": Answer()},
-    "analyze_sandbox_logs": {"analyze_sandbox_logs": Answer()},
     "get_oauth_token_status": {"get_oauth_token_status": Answer(renamed={"[]": "tokens[]"})},
     "revoke_oauth_tokens": {
         "get_oauth_token_status": Answer(read_for="the provider as the service spells it, and its active tokens "
                                                   "before (active_before)"),
         "revoke_oauth_tokens": Answer(whole="response"),
     },
-    "get_webhook": {"get_webhook": Answer()},
     "set_webhook": {"get_webhook": _PREVIOUS, "set_webhook": Answer(whole="response")},
     "delete_webhook": {"get_webhook": _PREVIOUS, "delete_webhook": Answer(whole="response")},
     "test_webhook": {"test_webhook": Answer(whole="response")},
 })
+
+SHOWN: Final = Answer()  # every field of the answer is in the result under its own name
+
+
+def answer_for(tool: str, operation: str) -> Answer:
+    """How `tool`'s result carries the answer to `operation`: as ANSWERS says, else every field as it is (`SHOWN`),
+    which tests/tools/test_answers.py checks against the reference like any other entry."""
+    return ANSWERS.get(tool, {}).get(operation, SHOWN)
+
 
 # Fields the service sends that the OpenAPI does not declare (codegen-api-facts.md, section 6): its OAuth token
 # status is declared as any JSON, and is read as a list of the connections `api.models.OAuthToken` describes.

@@ -1,18 +1,22 @@
 """A toolset and its tools, declared next to their handlers.
 
 Each toolset module starts with `toolset = Toolset(...)` and decorates its handlers with `toolset.tool(...)`.
-A tool names the operations of the table it may send; its annotations are derived from those entries,
-never written by hand. `registry` lists the toolsets and decides which tools a server offers.
+A tool declares what it is, and the rest is derived from the declaration: the operations of the table it may send
+(its annotations come from those entries, never written by hand), the field of its result naming the agent run it
+starts or continues (`run_field`: the tasks extension offers it as a task), and whether the runs view draws its
+result (`viewed`: the view binds itself to it). `registry` lists the toolsets and decides which tools a server offers.
 """
 
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 
 from ..api.operations import OPERATIONS
 from ..toolsets import OPT_IN_TOOLSETS, TOOLSETS
@@ -25,11 +29,28 @@ class ToolSpec:
     title: str
     operations: tuple[str, ...]
     handler: Callable[..., Any] = field(repr=False)
+    run_field: str | None = None  # the result's field naming the run it starts or continues
+    viewed: bool = False  # the runs view draws its result
 
     def __post_init__(self) -> None:
         unknown = [op for op in self.operations if op not in OPERATIONS]
         if not self.operations or unknown:
             raise ValueError(f"tool {self.name}: operations must name entries of the table, got {unknown or 'none'}")
+        starting = [op for op in self.operations if OPERATIONS[op].starts_run]
+        if starting and self.run_field is None:
+            raise ValueError(f"tool {self.name} sends {starting[0]}, which starts an agent run: declare the field of "
+                             f"its result that names the run, toolset.tool(..., run_field=\"id\") in "
+                             f"{self.handler.__module__}, so that it is offered as a task")
+        if self.run_field is not None and not starting:
+            raise ValueError(f"tool {self.name} declares run_field but sends no operation that starts a run "
+                             f"(starts_run in api/operations.py): leave run_field out in {self.handler.__module__}")
+
+    @property
+    def output(self) -> type[BaseModel]:
+        """The model of its result: the metadata of the handler's return annotation,
+        `Annotated[CallToolResult, Model]`, which the SDK makes the output schema."""
+        (model,) = typing.get_type_hints(self.handler, include_extras=True)["return"].__metadata__
+        return model
 
     @property
     def description(self) -> str:
@@ -79,9 +100,14 @@ class Toolset:
         """Offered when no toolsets are chosen (`toolsets.OPT_IN_TOOLSETS` lists the others)."""
         return self.name not in OPT_IN_TOOLSETS
 
-    def tool(self, title: str, *operations: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def tool(self, title: str, *operations: str, run_field: str | None = None,
+             viewed: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Declares the decorated handler a tool: its title, the operations it may send, the field of its result
+        naming the run it starts or continues (required when it sends an operation that starts one), and whether
+        the runs view draws its result."""
+
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-            self.tools.append(ToolSpec(handler.__name__, self.name, title, operations, handler))
+            self.tools.append(ToolSpec(handler.__name__, self.name, title, operations, handler, run_field, viewed))
             return handler
 
         return register

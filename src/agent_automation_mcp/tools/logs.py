@@ -120,7 +120,7 @@ class _Collected:
                 "from next_skip")
 
 
-@toolset.tool("Get agent run logs", "get_agent_run_logs")
+@toolset.tool("Get agent run logs", "get_agent_run_logs", viewed=True)
 async def get_agent_run_logs(
     agent_run_id: Id, ctx: Context, skip: PageSkip = 0, limit: PageLimit = 100,
     reverse: Annotated[bool, Field(description="Newest entries first.")] = False,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ..api import models
 from ..api.models import Models, OrganizationSettings
 from ..api.params import Id
 from .callers import client_for, only_organization, state_of
@@ -24,15 +25,8 @@ class Organization(Output):
     in_use: bool = False  # the organisation this connection acts in
 
 
-class User(Output):
-    id: int
-    github_username: str | None = None
-    github_user_id: str | None = None
-    full_name: str | None = None
-    email: str | None = None
-    avatar_url: str | None = None
-    role: str | None = None
-    is_admin: bool | None = None  # deprecated by the service in favour of role
+class User(models.User, Output):
+    """The service's user as it is (`is_admin` is deprecated by the service in favour of `role`)."""
 
 
 class Repository(Output):
@@ -65,12 +59,8 @@ class RepositoryList(Output):
     next_skip: int | None = None
 
 
-class Integration(Output):
-    integration_type: str
-    active: bool
-    token_id: int | str | None = None
-    installation_id: int | str | None = None
-    metadata: dict[str, Any] | None = None  # what the service says of the connection (e.g. the GitHub account)
+class Integration(models.IntegrationStatus, Output):
+    """The service's integration as it is; `metadata` is what it says of the connection (e.g. the GitHub account)."""
 
 
 class IntegrationList(Output):

@@ -215,7 +215,7 @@ def _max_chars(ctx: Context) -> int:
     return state_of(ctx).settings.max_field_chars
 
 
-@toolset.tool("Create agent run", "create_agent_run")
+@toolset.tool("Create agent run", "create_agent_run", run_field="id", viewed=True)
 async def create_agent_run(
     prompt: Prompt, ctx: Context,
     repo_id: Annotated[Id | None, Field(description="Repository to work on; see list_repositories.")] = None,
@@ -235,7 +235,7 @@ async def create_agent_run(
     return ok(run, f"Started run {run.id} ({label(run.status)}); web_url in the result")
 
 
-@toolset.tool("Get agent run", "get_agent_run")
+@toolset.tool("Get agent run", "get_agent_run", viewed=True)
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
     """Get an agent run's status, result, metadata and pull requests. The service does not report a pull
@@ -271,7 +271,7 @@ def run_result(run: AgentRun, max_chars: int, *, waited_seconds: float = 0, note
     return ok(out, out.describe() + more)
 
 
-@toolset.tool("List agent runs", "list_agent_runs")
+@toolset.tool("List agent runs", "list_agent_runs", viewed=True)
 async def list_agent_runs(
     ctx: Context, skip: PageSkip = 0, limit: PageLimit = 20,
     user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
@@ -391,7 +391,7 @@ class RunsTaken:
         return len(items)
 
 
-@toolset.tool("Resume agent run", "resume_agent_run")
+@toolset.tool("Resume agent run", "resume_agent_run", run_field="id", viewed=True)
 async def resume_agent_run(agent_run_id: Id, prompt: Prompt, ctx: Context,
                            model: Model | None = None) -> Annotated[CallToolResult, Run]:
     """Send a follow-up instruction to an existing agent run (e.g. to fix review comments or continue after

@@ -17,7 +17,7 @@ from .results import label, ok
 toolset = Toolset("setup", "Runs that work out a repository's setup commands or explain a sandbox's setup logs.")
 
 
-@toolset.tool("Generate setup commands", "generate_setup_commands")
+@toolset.tool("Generate setup commands", "generate_setup_commands", run_field="agent_run_id")
 async def generate_setup_commands(
     repo_id: Annotated[Id, Field(description="Repository id; see list_repositories.")], ctx: Context,
     prompt: Annotated[Prompt | None, Field(description="Extra guidance for the setup agent.")] = None,
@@ -28,7 +28,7 @@ async def generate_setup_commands(
     return ok(out, f"Setup-command run {out.agent_run_id} started ({label(out.status)})")
 
 
-@toolset.tool("Analyze sandbox logs", "analyze_sandbox_logs")
+@toolset.tool("Analyze sandbox logs", "analyze_sandbox_logs", run_field="agent_run_id")
 async def analyze_sandbox_logs(
     sandbox_id: Annotated[Id, Field(description=(
         "A repository's setup sandbox, as the Codegen web app shows it (no tool lists sandboxes); "

@@ -3,7 +3,8 @@
 A host that renders MCP Apps reads `_meta.ui.resourceUri` on a tool, fetches that `ui://` resource and shows it in a
 sandboxed iframe fed with the tool's result; a client without Apps sees the same tools and results as before, plus
 a few bytes of `_meta`. The page reads only the results the host hands it and calls only read tools through the
-host (see `runs.html`); the server registers this extension and stamps `meta_for(tool)` on each tool it adds.
+host (see `runs.html`); the server registers this extension and stamps `meta_for(tool)` on each tool it adds, from
+the tool's declaration (`viewed`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ from typing import Any, Final
 from mcp.server.apps import Apps, ResourceCsp
 
 from ..api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit
+from ..tools.declarations import ToolSpec
 
-# Short: the URI is repeated on five tools in every tools/list, which has a 4,000-token budget.
+# Short: the URI is repeated on every viewed tool in each tools/list.
 VIEW_URI: Final = "ui://runs"
-# The tools whose results the page draws: one run, a list of runs, a trace page.
-VIEWED_TOOLS: Final = frozenset({"get_agent_run", "create_agent_run", "resume_agent_run", "list_agent_runs",
-                                 "get_agent_run_logs"})
 # An open view may spend this share of its token's `standard` bucket (get_agent_run) re-reading a run: several views
 # following runs, and a model working beside them, still fit. The default 60/30 s gives a refresh every 10 s at most.
 VIEW_SHARE: Final = 1 / 20
@@ -43,9 +42,11 @@ class RunsView(Apps):
                                title="Agent runs", csp=ResourceCsp(), prefers_border=True,
                                description="A run's status, trace and pull requests, refreshed while it goes on.")
 
-    def meta_for(self, tool: str) -> dict[str, Any] | None:
-        """The `_meta` that binds `tool` to the page, or None for a tool the page does not draw."""
-        return {"ui": {"resourceUri": VIEW_URI}} if tool in VIEWED_TOOLS else None
+    @staticmethod
+    def meta_for(tool: ToolSpec) -> dict[str, Any] | None:
+        """The `_meta` that binds `tool` to the page, or None for a tool whose declaration does not say the page draws
+        its result (`viewed`)."""
+        return {"ui": {"resourceUri": VIEW_URI}} if tool.viewed else None
 
 
 def refresh_seconds(reads: RateLimit) -> int:

@@ -1,0 +1,123 @@
+"""What a tool declares (`toolset.tool(...)`) is what the server does with it: a tool that starts a run names the
+run in its result and is offered as a task, and a tool whose result the runs view draws is bound to the view. Each
+failure names the missing declaration and the file that holds it."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from mcp import Client
+from pydantic import BaseModel
+
+from agent_automation_mcp.api import models
+from agent_automation_mcp.api.operations import OPERATIONS
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tasks.extension import RUN_ID_FIELDS
+from agent_automation_mcp.tools.declarations import Toolset, ToolSpec
+from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+from agent_automation_mcp.tools.results import Output
+from agent_automation_mcp.view import page
+
+ROOT: Final = Path(__file__).parents[2]
+# What `showResult` in view/runs.html draws, told by a result's top-level fields: a trace's digest, a trace page, a
+# list of runs, one run. `test_the_shapes_are_the_pages_own` ties this to the page's code.
+# Each shape: the fields it is told by, and the JSON type each must have (None: present, of any type).
+DRAWN: Final[dict[str, dict[str, str | None]]] = {
+    "a digest": {"digest": "object"}, "a trace page": {"entries": "array"}, "a list of runs": {"runs": "array"},
+    "a run": {"id": "integer", "is_terminal": None}}
+
+
+def _module(spec: ToolSpec) -> Path:
+    return Path(inspect.getfile(spec.handler)).relative_to(ROOT)
+
+
+def test_a_tool_that_starts_a_run_names_the_run_in_its_result() -> None:
+    starting = [spec for spec in all_tools() if any(OPERATIONS[op].starts_run for op in spec.operations)]
+    assert {spec.name for spec in starting} >= {"create_agent_run", "resume_agent_run"}
+    for spec in starting:
+        fields = spec.output.model_fields
+        assert spec.run_field in fields and fields[spec.run_field].annotation in (int, "int"), (
+            f"{spec.name} declares run_field={spec.run_field!r}, which is not an integer field of its result "
+            f"({sorted(fields)}): name the field holding the run's id in toolset.tool(...) in {_module(spec)}")
+    assert {spec.name: spec.run_field for spec in starting} == RUN_ID_FIELDS
+
+
+def test_a_tool_sending_an_operation_that_starts_a_run_cannot_leave_the_run_undeclared() -> None:
+    toolset = Toolset("runs", "scratch")
+    with pytest.raises(ValueError, match=r"sends create_agent_run, which starts an agent run: declare the field .* "
+                                         r"run_field=\"id\""):
+        toolset.tool("Start", "create_agent_run")(_a_handler)
+    with pytest.raises(ValueError, match="declares run_field but sends no operation that starts a run"):
+        toolset.tool("Read", "get_agent_run", run_field="id")(_a_handler)
+    assert not toolset.tools
+
+
+async def _a_handler() -> None:
+    """A handler for the declarations above."""
+
+
+@pytest.mark.anyio
+async def test_the_tools_offered_as_tasks_are_those_that_declare_their_run() -> None:
+    async with Client(build_server(ApiSettings(), ServerSettings(toolsets=TOOLSETS)), mode="legacy") as client:
+        tools = (await client.list_tools()).tools
+    tasks = {tool.name for tool in tools if tool.execution is not None and tool.execution.task_support == "optional"}
+    assert tasks == {spec.name for spec in all_tools() if spec.run_field}
+
+
+def test_the_shapes_are_the_pages_own() -> None:
+    """Each shape of DRAWN is a test of `showResult` in the page, and the page draws nothing else."""
+    body = page().split("function showResult(")[1].split("\n}\n")[0]
+    tests = re.findall(r"if \((data && .*?)\) draw\w+\(data\)", body)
+    assert tests, "view/runs.html has no showResult tests left: update DRAWN"
+    drawn = [sorted({*re.findall(r"data\.(\w+)", test), *re.findall(r"\"(\w+)\" in data", test)}) for test in tests]
+    assert drawn == [sorted(fields) for fields in DRAWN.values()], "view/runs.html's showResult changed: update DRAWN"
+
+
+def _json_types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a property of a model's schema may take (a `$ref` is an object)."""
+    if "$ref" in schema:
+        return {"object"}
+    found = {schema["type"]} if isinstance(schema.get("type"), str) else set(schema.get("type", []))
+    return found.union(*(_json_types(option) for option in schema.get("anyOf", [])))
+
+
+def test_a_tool_whose_result_the_view_draws_declares_it_and_no_other_does() -> None:
+    problems = []
+    for spec in all_tools():
+        properties = spec.output.model_json_schema()["properties"]
+        shapes = [shape for shape, needs in DRAWN.items()
+                  if all((kind is None and name in properties) or kind in _json_types(properties.get(name, {}))
+                         for name, kind in needs.items())]
+        if shapes and not spec.viewed:
+            problems.append(f"the runs view draws {spec.name}'s result ({shapes[0]}): declare viewed=True in "
+                            f"toolset.tool(...) in {_module(spec)}")
+        if spec.viewed and not shapes:
+            problems.append(f"{spec.name} declares viewed=True, but its result is none the runs view draws "
+                            f"({', '.join(DRAWN)}): leave viewed out in {_module(spec)}")
+    assert not problems, "\n".join(problems)
+
+
+def _subclasses(model: type[Output]) -> list[type[Output]]:
+    return [found for sub in model.__subclasses__() for found in (sub, *_subclasses(sub))]
+
+
+def test_a_result_that_is_the_services_model_reuses_it() -> None:
+    """A tool's result model that has exactly the fields of a service model (`api/models.py`) subclasses it (`class
+    User(models.User, Output)`), so that a field the service adds is added once. One that narrows it (drops a field,
+    normalises one, adds its own) declares its fields."""
+    def fields(model: type[BaseModel]) -> dict[str, str]:  # a field's type and what checks or normalises it
+        return {name: f"{info.annotation} {info.metadata}" for name, info in model.model_fields.items()}
+
+    service = [model for model in vars(models).values()
+               if isinstance(model, type) and issubclass(model, models.Resource) and model is not models.Resource]
+    problems = [f"{output.__name__} ({output.__module__}) restates {model.__name__} of api/models.py field for field: "
+                f"declare it `class {output.__name__}(models.{model.__name__}, Output)` and drop the fields"
+                for output in _subclasses(Output) for model in service
+                if fields(output) == fields(model) and not issubclass(output, model)]
+    assert not problems, "\n".join(problems)
