@@ -281,17 +281,8 @@ class AgentAutomationServer(MCPServer[ServerState]):
                 self.observer.call_paused(tool, seconds)
             else:
                 self.observer.call_finished(tool, outcome, seconds)
-        if not logger.isEnabledFor(logging.INFO):  # the tenant's name is an HMAC: computed only when logged
-            return
-        named = tenant_id(tenant)
-        if tool is None:
-            logger.info("%s: %s in %.3f s (tenant %s)", method, outcome, seconds, named or "-",
-                        extra={"event": "task_request", "method": method, "outcome": outcome,
-                               "duration": round(seconds, 4), "tenant": named})
-        else:
-            logger.info("tool %s: %s in %.3f s (tenant %s)", tool, outcome, seconds, named or "-",
-                        extra={"event": "tool_call_paused" if outcome == PAUSED else "tool_call", "tool": tool,
-                               "outcome": outcome, "duration": round(seconds, 4), "tenant": named})
+        if logger.isEnabledFor(logging.INFO):  # the tenant's name is an HMAC: computed only when logged
+            _log_request(method, tool, outcome, tenant_id(tenant), seconds)
 
     @asynccontextmanager
     async def _slot(self, tenant: str | None, started: float) -> AsyncIterator[None]:
@@ -345,6 +336,18 @@ class AgentAutomationServer(MCPServer[ServerState]):
             error = _tool_error(name, exc)
         offered = self._offered_to(context.headers if context is not None else None)
         return error_result(error, lambda hint: cut_to(hint, offered))
+
+
+def _log_request(method: str, tool: str | None, outcome: str, tenant: str | None, seconds: float) -> None:
+    """A tool call's line (`tool_call`, or `tool_call_paused` for a question asked), or a task method's
+    (`task_request`); the tenant is its HMAC."""
+    facts = {"outcome": outcome, "duration": round(seconds, 4), "tenant": tenant}
+    if tool is None:
+        logger.info("%s: %s in %.3f s (tenant %s)", method, outcome, seconds, tenant or "-",
+                    extra={"event": "task_request", "method": method, **facts})
+    else:
+        logger.info("tool %s: %s in %.3f s (tenant %s)", tool, outcome, seconds, tenant or "-",
+                    extra={"event": "tool_call_paused" if outcome == PAUSED else "tool_call", "tool": tool, **facts})
 
 
 def _tool_error(name: str, exc: ToolError) -> ApiError:
