@@ -865,6 +865,8 @@ def _exposed_series() -> dict[str, frozenset[str]]:
     metrics = Metrics()
     metrics.call_started("list_models")
     metrics.call_finished("list_models", "ok", 0.2)
+    metrics.request_started("tasks/get")
+    metrics.request_finished("tasks/get", "ok", 0.1)
     metrics.paced(0.1)
     metrics.upstream(["standard"], "429")
     metrics.responded(401, "no_token")

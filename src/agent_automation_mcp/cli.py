@@ -86,9 +86,10 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-body-bytes", type=_positive_int,
                         help="HTTP: the largest request body (default 1 MiB; env AGENT_AUTOMATION_MAX_BODY_BYTES)")
     parser.add_argument("--max-tenant-calls", type=_positive_int,
-                        help="HTTP --auth request: calls one token may have in flight on this replica; more wait "
-                             "their turn, first come first served, and only a wait past the call's deadline is "
-                             "refused; the configured caller (stdio, --auth env) is never capped (default 16; "
+                        help="HTTP --auth request: tool calls and task requests (tasks/get, /result, /list, /cancel) "
+                             "one token may have in flight on this replica; more wait their turn, first come first "
+                             "served, and only a wait past the request's deadline is refused; the configured caller "
+                             "(stdio, --auth env) is never capped (default 16; "
                              "env AGENT_AUTOMATION_MAX_TENANT_CALLS)")
     parser.add_argument("--token-checks-per-address", type=_positive_int,
                         help="HTTP --auth request: checks per minute with the service of tokens never accepted "

@@ -16,7 +16,14 @@ from mcp.server import CacheHint, MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ListToolsResult, PaginatedRequestParams
+from mcp.types import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    CallToolResult,
+    InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
@@ -34,6 +41,7 @@ from .pacing import create_pacer
 from .prompts import add_prompts
 from .sdk_seams import drop_methods, instructions_per_request, serve_list_tools
 from .tasks import RunTasks
+from .tasks.extension import MISSING_CAPABILITY, STILL_WORKING
 from .tasks.notify import ListenObserver
 from .tools.callers import (
     CALL_SECONDS,
@@ -50,7 +58,7 @@ from .tools.callers import (
 )
 from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
-from .tools.errors import InternalError, argument_error, error_result, unknown_arguments
+from .tools.errors import InternalError, argument_error, error_result, protocol_error, unknown_arguments
 from .tools.mentions import cut_schema, cut_to
 from .tools.registry import narrowed, offered_names, select_tools
 from .view import RunsView
@@ -62,6 +70,12 @@ logger = logging.getLogger(__name__)
 # follows the request's narrowing headers, which a cache shared across callers would not see.
 TOOLS_LIST_HINT: Final = CacheHint(ttl_ms=3_600_000, scope="private")
 MAX_LISTINGS: Final = 64  # tool lists kept in wire form: one per tool set and protocol version seen
+
+TOOLS_CALL: Final = "tools/call"
+# A task method's outcome, a bounded set (a metric's label): `ok`, the one error shape's kind when its error holds one,
+# else the word for its JSON-RPC error code, or `error`.
+PROTOCOL_OUTCOMES: Final = {INVALID_PARAMS: "invalid_params", METHOD_NOT_FOUND: "method_not_found",
+                            STILL_WORKING: "still_working", MISSING_CAPABILITY: "missing_capability"}
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -76,12 +90,19 @@ class CallObserver(TransportObserver, ListenObserver, Protocol):
     def call_paused(self, tool: str, seconds: float) -> None:
         """The call asked the user (2026-07-28) and ends here; the answer comes back as a new call."""
 
+    def request_started(self, method: str) -> None:
+        """A task method (`tasks/get`, `tasks/result`...) began."""
+
+    def request_finished(self, method: str, outcome: str, seconds: float) -> None:
+        """A task method answered: `ok`, or one of the words `PROTOCOL_OUTCOMES` and the error kinds say."""
+
 
 class AgentAutomationServer(MCPServer[ServerState]):
     """An `MCPServer` offering exactly the tools `select_tools` allows, with one error shape for every failure.
 
     Over HTTP a request may narrow what it lists and calls (`X-MCP-Toolsets`, `X-MCP-Readonly`), never beyond
-    the operator's settings; each request's token has a cap on its calls in flight, past which calls wait their turn.
+    the operator's settings; each request's token has a cap on its calls and task requests in flight, past which
+    they wait their turn.
     """
 
     def __init__(self, api: ApiSettings, settings: ServerSettings, *, callers: CallerResolver | None = None,
@@ -107,12 +128,13 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self.listings: ExpiringCache[HandlerResult] = ExpiringCache(MAX_LISTINGS)
         view = RunsView(api.rate_limits)
         self.tasks = tasks = RunTasks(state_keys, self.shared, self._offered_to, observer)  # runs followed as tasks
+        self._task_methods = frozenset(binding.method for binding in tasks.methods())
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
                          instructions=instructions(settings), lifespan=_lifespan,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, extensions=[tasks, view],
                          middleware=[instructions_per_request(self._instructions_for), self._listing,
-                                     tasks.middleware],
+                                     self._task_request, tasks.middleware],
                          request_state_security=continuation_security(state_keys))
         # No resource templates: not answered, not advertised. Its one resource is the runs view.
         drop_methods(self, "resources/templates/")
@@ -185,43 +207,51 @@ class AgentAutomationServer(MCPServer[ServerState]):
             return self._offered
         return offered_names(settings)
 
+    # -- one path for every tenant request: a tool call and a task method take the same steps -----------------
+
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None) -> CallToolResult | InputRequiredResult:
-        if name not in self._offered_to(context.headers if context is not None else None):
-            # The spec's protocol error; a tool outside the toolsets or the read-only ceiling does not exist here.
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
-        tenant = self._tenant(context)
-        started = time.monotonic()
-        if self.observer is not None:
-            self.observer.call_started(name)
+        """`tools/call`, in steps that each do one thing: offered to this request (`_check_offered`), counted and
+        logged (`_began`, `_ended`), within the token's cap on requests in flight (`_call_in_slot`), its arguments
+        checked (`_call_checked`), the tool run with any failure in the one error shape (`_call_run`)."""
+        self._check_offered(name, context)
+        tenant, started = self._tenant(context), time.monotonic()
+        self._began(TOOLS_CALL, name)
         result: CallToolResult | InputRequiredResult | None = None
         try:
-            if self._slots is None:
-                result = await self._call_tool(name, arguments, context)
-            else:
-                async with self._slots.hold(tenant or "", started + CALL_SECONDS - SLOT_RESERVE_SECONDS):
-                    waited = slot_waited.set(time.monotonic() - started)
-                    try:
-                        result = await self._call_tool(name, arguments, context)
-                    finally:
-                        slot_waited.reset(waited)
-        except ApiError as exc:  # waited past the deadline for a slot
-            result = error_result(exc)
+            result = await self._call_in_slot(name, arguments, context, tenant, started)
         finally:
-            seconds = time.monotonic() - started
-            outcome = _outcome(result)
-            if self.observer is not None:
-                if outcome == PAUSED:
-                    self.observer.call_paused(name, seconds)
-                else:
-                    self.observer.call_finished(name, outcome, seconds)
-            if logger.isEnabledFor(logging.INFO):  # the tenant's name is an HMAC: computed only when logged
-                event = "tool_call_paused" if outcome == PAUSED else "tool_call"
-                named = tenant_id(tenant)
-                logger.info("tool %s: %s in %.3f s (tenant %s)", name, outcome, seconds, named or "-",
-                            extra={"event": event, "tool": name, "outcome": outcome, "duration": round(seconds, 4),
-                                   "tenant": named})
+            self._ended(TOOLS_CALL, name, _outcome(result), tenant, started)
         return result
+
+    async def _task_request(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """A task method (`tasks/get`, `tasks/result`, ...) through the steps a tool call takes: counted and logged
+        under its own method, within the same cap on its token's requests in flight. `tasks/result` holds a
+        request up to 35 s: unbounded, a flood of them would take every worker a call needs."""
+        if ctx.method not in self._task_methods:
+            return await call_next(ctx)
+        tenant = self._tenant(Context(request_context=ctx, mcp_server=self))
+        started = time.monotonic()
+        self._began(ctx.method, None)
+        outcome = "internal_error"  # unless it answers or is refused
+        try:
+            result = await self._task_in_slot(ctx, call_next, tenant, started)
+            outcome = "ok"
+            return result
+        except MCPError as exc:
+            outcome = _protocol_outcome(exc)
+            raise
+        except ValidationError:  # its parameters, refused by the SDK before the method ran
+            outcome = PROTOCOL_OUTCOMES[INVALID_PARAMS]
+            raise
+        finally:
+            self._ended(ctx.method, None, outcome, tenant, started)
+
+    def _check_offered(self, name: str, context: Context[ServerState, Any] | None) -> None:
+        """The spec's protocol error for a tool outside the toolsets or the read-only ceiling: it does not exist
+        here."""
+        if name not in self._offered_to(context.headers if context is not None else None):
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
 
     def _tenant(self, context: Context[ServerState, Any] | None) -> str | None:
         """The caller's token hash, or None when the call has no usable token (the tool then says why)."""
@@ -232,31 +262,117 @@ class AgentAutomationServer(MCPServer[ServerState]):
         except ConfigurationError:
             return None
 
-    async def _call_tool(self, name: str, arguments: dict[str, Any],
-                         context: Context[ServerState, Any] | None) -> CallToolResult | InputRequiredResult:
+    def _began(self, method: str, tool: str | None) -> None:
+        """In flight, for the metrics: nothing here names the tenant."""
+        if self.observer is None:
+            return
+        if tool is None:
+            self.observer.request_started(method)
+        else:
+            self.observer.call_started(tool)
+
+    def _ended(self, method: str, tool: str | None, outcome: str, tenant: str | None, started: float) -> None:
+        """The metrics and the log line of a finished request (a question asked of the user is not one: paused)."""
+        seconds = time.monotonic() - started
+        if self.observer is not None:
+            if tool is None:
+                self.observer.request_finished(method, outcome, seconds)
+            elif outcome == PAUSED:
+                self.observer.call_paused(tool, seconds)
+            else:
+                self.observer.call_finished(tool, outcome, seconds)
+        if logger.isEnabledFor(logging.INFO):  # the tenant's name is an HMAC: computed only when logged
+            _log_request(method, tool, outcome, tenant_id(tenant), seconds)
+
+    @asynccontextmanager
+    async def _slot(self, tenant: str | None, started: float) -> AsyncIterator[None]:
+        """One of the token's slots on this server, waited for until the request's deadline (`TenantSlots`: the
+        one configured caller is never capped); the wait is spent from the request's budget (`slot_waited`).
+        `RateLimitError` when the deadline comes first."""
+        if self._slots is None:
+            yield
+            return
+        async with self._slots.hold(tenant or "", started + CALL_SECONDS - SLOT_RESERVE_SECONDS):
+            waited = slot_waited.set(time.monotonic() - started)
+            try:
+                yield
+            finally:
+                slot_waited.reset(waited)
+
+    async def _call_in_slot(self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None,
+                            tenant: str | None, started: float) -> CallToolResult | InputRequiredResult:
+        """The call within its token's slot; refused in the one error shape when none came in time."""
+        try:
+            async with self._slot(tenant, started):
+                return await self._call_checked(name, arguments, context)
+        except ApiError as exc:  # waited past the deadline for a slot
+            return error_result(exc)
+
+    async def _task_in_slot(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, tenant: str | None,
+                            started: float) -> HandlerResult:
+        """The task method within its token's slot; refused as a protocol error holding the one error shape."""
+        try:
+            async with self._slot(tenant, started):
+                return await call_next(ctx)
+        except ApiError as exc:  # waited past the deadline for a slot
+            raise protocol_error(exc) from None
+
+    async def _call_checked(self, name: str, arguments: dict[str, Any],
+                            context: Context[ServerState, Any] | None) -> CallToolResult | InputRequiredResult:
+        """Unknown arguments refused by name, else a misspelt one would be dropped unnoticed."""
         await self.list_tools()  # builds the schemas once, with the parameter names
         accepted = self._parameters[name]
-        if unknown := sorted(set(arguments or {}) - accepted):  # else a misspelt argument is dropped unnoticed
+        if unknown := sorted(set(arguments or {}) - accepted):
             return error_result(unknown_arguments(name, unknown, accepted))
+        return await self._call_run(name, arguments, context)
+
+    async def _call_run(self, name: str, arguments: dict[str, Any],
+                        context: Context[ServerState, Any] | None) -> CallToolResult | InputRequiredResult:
+        """The SDK runs the tool; a failure is answered in the one error shape, its hint cut to the tools this
+        request is offered."""
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ApiError):
-                error = cause
-            elif isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
-                error = argument_error(name, cause)  # the SDK refused the arguments before the tool ran
-            else:
-                # Where and what, but not the exception's message: it could quote a value we were sent.
-                what = type(cause or exc).__name__
-                logger.error("tool %s failed inside the server (%s):\n%s", name, what,
-                             "".join(traceback.format_tb((cause or exc).__traceback__)))
-                error = InternalError(f"{name} failed inside this server ({what})", operation=name)
+            error = _tool_error(name, exc)
         offered = self._offered_to(context.headers if context is not None else None)
         return error_result(error, lambda hint: cut_to(hint, offered))
 
 
+def _log_request(method: str, tool: str | None, outcome: str, tenant: str | None, seconds: float) -> None:
+    """A tool call's line (`tool_call`, or `tool_call_paused` for a question asked), or a task method's
+    (`task_request`); the tenant is its HMAC."""
+    facts = {"outcome": outcome, "duration": round(seconds, 4), "tenant": tenant}
+    if tool is None:
+        logger.info("%s: %s in %.3f s (tenant %s)", method, outcome, seconds, tenant or "-",
+                    extra={"event": "task_request", "method": method, **facts})
+    else:
+        logger.info("tool %s: %s in %.3f s (tenant %s)", tool, outcome, seconds, tenant or "-",
+                    extra={"event": "tool_call_paused" if outcome == PAUSED else "tool_call", "tool": tool, **facts})
+
+
+def _tool_error(name: str, exc: ToolError) -> ApiError:
+    """What failed, as the one error shape tells it: the service's answer, arguments the SDK refused before the tool
+    ran, or a fault in this server (logged with where, never with the exception's message: it could quote a value
+    we were sent)."""
+    cause = exc.__cause__
+    if isinstance(cause, ApiError):
+        return cause
+    if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+        return argument_error(name, cause)
+    what = type(cause or exc).__name__
+    logger.error("tool %s failed inside the server (%s):\n%s", name, what,
+                 "".join(traceback.format_tb((cause or exc).__traceback__)))
+    return InternalError(f"{name} failed inside this server ({what})", operation=name)
+
+
 PAUSED: Final = "input_required"  # the call asked the user a question; not a finished call
+
+
+def _protocol_outcome(exc: MCPError) -> str:
+    error = exc.data.get("error") if isinstance(exc.data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("kind"), str):
+        return error["kind"]
+    return PROTOCOL_OUTCOMES.get(exc.code, "error")
 
 
 def _outcome(result: CallToolResult | InputRequiredResult | None) -> str:

@@ -21,13 +21,13 @@ import pytest
 import test_rollouts
 from harness import RATE_LIMITS, HttpServer
 from prometheus_client.parser import text_string_to_metric_families
-from task_requester import TASKS, TaskPoller
 from test_rollouts import Fleet
 from test_tasks import http_client, started
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.tasks.notify import MAX_STREAMS, MAX_TENANT_STREAMS
+from task_requester import TASKS, TaskPoller
 
 FLOODERS: Final = tuple(f"tok-listen-flood-{i}" for i in range(8))
 COLLEAGUE: Final = "tok-listen-colleague"

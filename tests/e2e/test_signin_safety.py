@@ -24,7 +24,6 @@ from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from oauth_flow import REDIRECT_URI, RawFlow, pkce
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
-from task_requester import TaskPoller
 from test_listen_streams import listen
 from test_rollouts import shipped_balancer
 from test_tasks import http_client, started
@@ -35,6 +34,7 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.state import token_hash
 from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
 from pacing.redis_server import RedisServer, started_on_redis
+from task_requester import TaskPoller
 
 ALICE, BOB, CAROL = "tok-safety-alice", "tok-safety-bob", "tok-safety-carol"  # org 1; org 2 only; both
 NEWCOMER = "tok-safety-newcomer"  # org 1, never seen before the junk

@@ -20,6 +20,15 @@ from harness import RATE_LIMITS, HttpServer, sandbox_env, stdio_server
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
+from test_rollouts import Fleet
+
+from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.redis_pool import REDIS_CONNECTIONS, REDIS_TIMEOUT
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import DEMO_TOKEN
+from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
+from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
+from catalogue import REPO_ID
 from task_requester import (
     TASKS,
     CancelTask,
@@ -32,15 +41,6 @@ from task_requester import (
     listen,
     request,
 )
-from test_rollouts import Fleet
-
-from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.redis_pool import REDIS_CONNECTIONS, REDIS_TIMEOUT
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
-from agent_automation_mcp.sandbox.config import DEMO_TOKEN
-from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
-from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
-from catalogue import REPO_ID
 
 OTHER_TOKEN = "another-tenant-token"
 LISTENERS = tuple(f"listening-tenant-{i}" for i in range(3))

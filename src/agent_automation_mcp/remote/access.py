@@ -47,7 +47,7 @@ REASONS: Final[Mapping[int, str]] = {400: "bad_request", 401: "no_token", 403: "
 
 @dataclass(slots=True)
 class _Call:
-    """What the server noted about the request's tool call, if it made one."""
+    """What the server noted about the request's tool call or task method, if it made one."""
 
     tool: str | None = None
     outcome: str | None = None
@@ -218,8 +218,12 @@ class AccessMetrics(Metrics):
         super().call_paused(tool, seconds)
         self._note(tool, "paused")  # a confirmation's first round: the tool has not run yet
 
+    def request_finished(self, method: str, outcome: str, seconds: float) -> None:
+        super().request_finished(method, outcome, seconds)
+        self._note(None, outcome)  # a refused task method is still HTTP 200: its outcome says what happened
+
     @staticmethod
-    def _note(tool: str, outcome: str) -> None:
+    def _note(tool: str | None, outcome: str) -> None:
         call = _current_call.get()
         if call is not None:
             call.tool, call.outcome = tool, outcome

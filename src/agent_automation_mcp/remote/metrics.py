@@ -1,8 +1,8 @@
 """`GET /metrics` in the Prometheus text format: what one replica did, never who it did it for.
 
-Labels are tool names, outcomes (`ok` or an error kind), rate-limit buckets, HTTP statuses, refusal reasons
-and token verdicts only: no token, tenant or organisation. Each server has its own registry, so several in one
-process stay apart.
+Labels are tool names, task methods, outcomes (`ok` or an error kind), rate-limit buckets, HTTP statuses, refusal
+reasons and token verdicts only: no token, tenant or organisation. Each server has its own registry, so several in
+one process stay apart.
 
 The label values the alerts read are exported at 0 from the start: a series born at its first increment shows in
 `rate()` only from its second scrape, so a flood that came and went within one scrape interval (2,243 refused
@@ -52,6 +52,16 @@ class Metrics:
                                   ("tool", "outcome"), registry=self.registry)
         self.calls_in_flight = Gauge("agent_automation_tool_calls_in_flight", "Tool calls running now.",
                                      registry=self.registry)
+        self.task_requests = Counter(
+            "agent_automation_task_requests", "Task requests (tasks/get, tasks/result, tasks/list, tasks/cancel) by "
+            "method and outcome (ok, rate_limited, invalid_params, still_working...).", ("method", "outcome"),
+            registry=self.registry)
+        self.task_requests_in_flight = Gauge("agent_automation_task_requests_in_flight",
+                                             "Task requests being answered now (tasks/result waits up to 35 s).",
+                                             registry=self.registry)
+        self.task_request_duration = Histogram("agent_automation_task_request_duration_seconds",
+                                               "How long task requests took, by method.", ("method",),
+                                               buckets=CALL_BUCKETS, registry=self.registry)
         self.upstream_requests = Counter(
             "agent_automation_upstream_requests",
             "Requests sent to the service, once per rate-limit bucket they count against, by HTTP status "
@@ -148,6 +158,14 @@ class Metrics:
 
     def call_paused(self, tool: str, seconds: float) -> None:
         self.calls_in_flight.dec()  # not a finished call: the answer comes back as one
+
+    def request_started(self, method: str) -> None:
+        self.task_requests_in_flight.inc()
+
+    def request_finished(self, method: str, outcome: str, seconds: float) -> None:
+        self.task_requests_in_flight.dec()
+        self._labelled(self.task_requests, method, outcome).inc()
+        self._labelled(self.task_request_duration, method).observe(seconds)
 
     def paced(self, seconds: float) -> None:
         self.pacing_wait.observe(seconds)

@@ -33,7 +33,7 @@ from ..api.errors import ConfigurationError
 from ..api.models import AgentRun
 from ..caching import SharedCache, SharedStore
 from ..tenancy import tenant_key
-from ..tools.callers import CALL_SECONDS, ServerState, client_for
+from ..tools.callers import CALL_SECONDS, ServerState, client_for, slot_waited
 from ..tools.checks import CLOSEST_TO_CANCEL
 from ..tools.mentions import cut_to
 from ..tools.registry import all_tools
@@ -160,9 +160,11 @@ class RunTasks(Extension):
         return task
 
     async def _result(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        """The run's final answer, waited for within the call budget and never longer."""
+        """The run's final answer, waited for within the call budget and never longer (a wait for one of the token's
+        slots on this server spent from it)."""
         client, record = await self._open(ctx, params.task_id)
-        give_up = time.monotonic() + RESULT_SECONDS
+        began = time.monotonic()
+        give_up = began + RESULT_SECONDS - slot_waited.get()
         while True:
             seconds = max(1.0, min(READ_SECONDS, give_up - time.monotonic()))
             reading = await self.status.read(client, record.org_id, record.run_id, seconds=seconds)
@@ -174,8 +176,8 @@ class RunTasks(Extension):
             left = give_up - time.monotonic()
             if left <= 0:
                 raise MCPError(code=STILL_WORKING, message=(
-                    f"Run {record.run_id} is still working after {RESULT_SECONDS:.0f} s (this server answers within "
-                    "its call budget): call tasks/result again, or poll tasks/get"))
+                    f"Run {record.run_id} is still working after {time.monotonic() - began:.0f} s (this server answers "
+                    "within its call budget): call tasks/result again, or poll tasks/get"))
             await anyio.sleep(min(reading.poll_ms / 1000, left))
 
     async def _list(self, ctx: ServerRequestContext[Any, Any], params: TaskListParams) -> dict[str, Any]:

@@ -169,10 +169,11 @@ class OrganizationCache:
 
 
 class TenantSlots:
-    """A cap on each token's calls in flight on this server, so one tenant cannot take every worker from the others.
+    """A cap on each token's requests in flight on this server (tool calls and task methods alike, `tasks/result`
+    holding one up to 35 s), so one tenant cannot take every worker from the others.
 
-    A call over the cap waits its turn, first come first served, until its deadline; only a call still waiting
-    then is refused (`rate_limited`, nothing sent). Counts and queues live only while calls run: a token with
+    A request over the cap waits its turn, first come first served, until its deadline; only one still waiting
+    then is refused (`rate_limited`, nothing sent). Counts and queues live only while requests run: a token with
     nothing in flight holds no entry.
     """
 
@@ -216,10 +217,10 @@ class TenantSlots:
                     del self._waiting[token_key]
         if not turn.is_set():
             raise RateLimitError(
-                f"this API token's calls in flight on this server are at the per-tenant cap ({self.limit}); this "
-                f"call waited {time.monotonic() - started:.0f} s for one to finish and its deadline came first; "
-                "nothing was sent", retry_after=TENANT_RETRY_SECONDS,
-                hint="Wait for one of your calls in flight to finish, then call again.")
+                f"this API token's calls and task requests in flight on this server are at the per-tenant cap "
+                f"({self.limit}); this one waited {time.monotonic() - started:.0f} s for one to finish and its "
+                "deadline came first; nothing was sent", retry_after=TENANT_RETRY_SECONDS,
+                hint="Wait for one of your calls or task requests in flight to finish, then send this again.")
 
     def _release(self, token_key: str) -> None:
         queue = self._waiting.get(token_key)

@@ -1,4 +1,4 @@
-"""The one error shape every failed tool call returns.
+"""The one error shape every failed tool call returns (and a refused task method holds).
 
 `{"error": {"kind", "status", "message", "retry_after_seconds"?, "details"?, "hint"}}` as structured
 content of an `isError` result, with the same facts on one line of text for clients that only show
@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
+from mcp import MCPError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
@@ -35,6 +36,8 @@ class CancelledByUserError(ApiError):
     default_hint = "The user did not confirm, so nothing was sent. Do not try again unless the user asks for it."
 
 
+# JSON-RPC's implementation-defined range (429's digits): a protocol request refused, its `data` the one error shape.
+REFUSED: Final = -32029
 _RUN_ID = "Check agent_run_id: list_agent_runs lists the runs (newest first) with their ids."
 _REPO_ID = "Check repo_id: list_repositories lists the organisation's repositories with their ids."
 # A 404's hint names the tool that lists valid ids, by the operation that answered it.
@@ -54,6 +57,19 @@ NOT_FOUND_HINT: Final = ("Check the ids: list_organizations, list_repositories, 
 def error_result(error: ApiError, fit: Callable[[str], str] | None = None) -> CallToolResult:
     """The result for `error`, its hint passed through `fit` (the server cuts it to the tools the request is offered:
     a hint that sends a model to a tool it cannot call leads it into a refusal)."""
+    body = _body(error, fit)
+    return CallToolResult(is_error=True, structured_content={"error": body},
+                          content=[TextContent(type="text", text=_one_line(body))])
+
+
+def protocol_error(error: ApiError) -> MCPError:
+    """`error` answering a protocol request that has no tool result to hold it (a task method): a JSON-RPC error
+    whose message is the one line a tool result's text would be, and whose `data` is the one error shape."""
+    body = _body(error, None)
+    return MCPError(code=REFUSED, message=_one_line(body), data={"error": body})
+
+
+def _body(error: ApiError, fit: Callable[[str], str] | None) -> dict[str, Any]:
     if isinstance(error, NotFoundError) and error.hint == NotFoundError.default_hint:
         error.hint = NOT_FOUND_HINTS.get(error.operation or "", NOT_FOUND_HINT)
     if fit is not None:
@@ -64,9 +80,7 @@ def error_result(error: ApiError, fit: Callable[[str], str] | None = None) -> Ca
     if error.details is not None:
         body["details"] = error.details
     body["hint"] = error.hint
-    body = visible_tree(body)
-    return CallToolResult(is_error=True, structured_content={"error": body},
-                          content=[TextContent(type="text", text=_one_line(body))])
+    return visible_tree(body)
 
 
 def argument_error(tool: str, exc: ValidationError) -> ApiError:

@@ -1,0 +1,200 @@
+"""The tasks extension in process, both eras: the SDK's in-memory client against the server, the sandbox on loopback.
+
+Handles, get, result, list, cancel and ids that are not the caller's, each in under a few seconds; the fleet tests
+(tests/e2e/test_tasks.py) stay for what only a fleet shows: any replica answering, reads shared through Redis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import anyio
+import pytest
+from mcp import Client, MCPError
+from mcp.client import ClientExtension
+from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND
+
+from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox.config import DEMO_TOKEN
+from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
+from agent_automation_mcp.tools.registry import TOOLSETS
+from task_requester import (
+    TASKS,
+    CancelTask,
+    ListTasks,
+    TaskPoller,
+    TaskResult,
+    TaskState,
+    call_as_task,
+    get_task,
+    request,
+)
+
+OTHER_TOKEN: Final = "another-tenant-in-process"
+KEYS: Final = ("a-key-every-server-here-shares-0123456789",)  # so an id fails by its token, not by its server
+RUN_SECONDS: Final = 1.0  # from create or resume to the end of a sandbox run
+ENDED: Final = RUN_SECONDS + 0.2  # a first read this long after the start finds the run ended
+MODERN: Final = "auto"  # in process, the client adopts 2026-07-28 without a handshake
+LEGACY: Final = "legacy"  # 2025-11-25, through the initialize handshake
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SandboxServer]:
+    config = SandboxConfig(run_seconds=RUN_SECONDS, seed=11, visible_orgs=2, run_error_fraction=0.0,
+                           tokens=(DEMO_TOKEN, OTHER_TOKEN))
+    with SandboxServer(config) as server:
+        yield server
+
+
+@asynccontextmanager
+async def connected(sandbox: SandboxServer, mode: str, *, token: str = DEMO_TOKEN, org_id: int | None = None,
+                    extensions: list[ClientExtension] | None = None) -> AsyncIterator[Client]:
+    api = ApiSettings(token=token, org_id=org_id or sandbox.org_id, base_url=sandbox.url)
+    server = build_server(api, ServerSettings(toolsets=TOOLSETS), state_keys=KEYS)
+    async with Client(server, mode=mode, extensions=extensions) as client:
+        yield client
+
+
+def run_of(state: TaskState | dict[str, Any]) -> int:
+    message = state.status_message if isinstance(state, TaskState) else state["statusMessage"]
+    found = re.search(r"following run (\d+)", message or "")
+    assert found, state
+    return int(found[1])
+
+
+def same_run(result: dict[str, Any], answer: Any) -> None:
+    """A task's result is get_agent_run's answer for its run (apart from how long that call waited)."""
+    assert {k: v for k, v in result["structuredContent"].items() if k != "waited_seconds"} == {
+        k: v for k, v in answer.structured_content.items() if k != "waited_seconds"}
+    assert result["content"][0]["text"] == answer.content[0].text
+
+
+@pytest.mark.anyio
+async def test_2026_a_run_starting_call_answers_a_task_that_get_follows_to_the_run_result(
+        sandbox: SandboxServer) -> None:
+    poller = TaskPoller(follow=False)
+    async with connected(sandbox, MODERN, extensions=[poller]) as client:
+        advertised = client.server_capabilities.extensions or {}
+        listed = await client.call_tool("list_agent_runs", {})  # not a run-starting tool: its answer, as ever
+        await client.call_tool("create_agent_run", {"prompt": "Follow me as a task"})
+        handle = poller.handles[-1]
+        await anyio.sleep(ENDED)
+        ended = await get_task(client, handle.task_id)
+        direct = await client.call_tool("get_agent_run", {"agent_run_id": run_of(handle)})
+        for method in (TaskResult, ListTasks):  # 2025-11-25's methods only
+            with pytest.raises(MCPError) as absent:
+                await request(client, method, handle.task_id if method is TaskResult else None)
+            assert absent.value.error.code == METHOD_NOT_FOUND
+    async with connected(sandbox, MODERN) as undeclared:  # no extension declared: the run, as before
+        plain = await undeclared.call_tool("create_agent_run", {"prompt": "No task for me"})
+    assert TASKS in advertised and len(poller.handles) == 1 and not listed.is_error
+    assert handle.status == "working" and handle.task_id.startswith("run-task.") and handle.last_updated_at
+    assert {"ttlMs", "pollIntervalMs"} <= set(handle.model_extra or {})
+    assert "create_agent_run started a task following run" in (handle.status_message or "")
+    assert ended.status == "completed" and "ended COMPLETE" in (ended.status_message or "")
+    same_run(ended.model_extra["result"], direct)
+    assert "id" in plain.structured_content and not plain.is_error
+
+
+@pytest.mark.anyio
+async def test_2026_the_sdk_client_follows_a_task_to_its_end_by_itself(sandbox: SandboxServer) -> None:
+    poller = TaskPoller(poll_seconds=ENDED)  # its first poll finds the run ended
+    async with connected(sandbox, MODERN, extensions=[poller]) as client:
+        result = await client.call_tool("resume_agent_run", {"agent_run_id": (await client.call_tool(
+            "create_agent_run", {"prompt": "first"})).structured_content["id"], "prompt": "and then"})
+    assert len(poller.handles) == 2 and result.structured_content["is_terminal"] is True and not result.is_error
+
+
+@pytest.mark.anyio
+async def test_2026_cancel_is_acknowledged_and_every_later_answer_says_the_run_goes_on(
+        sandbox: SandboxServer) -> None:
+    poller = TaskPoller(follow=False)
+    async with connected(sandbox, MODERN, extensions=[poller]) as client:
+        await client.call_tool("create_agent_run", {"prompt": "cancel me"})
+        task_id = poller.handles[-1].task_id
+        ack = await request(client, CancelTask, task_id)
+        working = await get_task(client, task_id)  # read at once: the run is working
+    assert ack.model_extra == {"resultType": "complete"}
+    message = working.status_message or ""
+    assert working.status == "working" and "cannot cancel an agent run: run" in message and "goes on" in message
+    assert f"{CLOSEST_TO_CANCEL} comes closest, only on the user's explicit request" in message
+
+
+@pytest.mark.anyio
+async def test_2025_tasks_from_call_to_result_list_cancel_and_expiry(sandbox: SandboxServer) -> None:
+    async with connected(sandbox, LEGACY) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        short = (await call_as_task(client, "create_agent_run", {"prompt": "short-lived"}, ttl_ms=1000))["task"]
+        first = (await client.call_tool("create_agent_run", {"prompt": "first"})).structured_content["id"]
+        task = (await call_as_task(client, "resume_agent_run", {"agent_run_id": first, "prompt": "and then"}))["task"]
+        await anyio.sleep(ENDED)  # the run has ended: the first status read (tasks/list's) says so
+        listed = await request(client, ListTasks)
+        result = await request(client, TaskResult, task["taskId"])
+        state = await get_task(client, task["taskId"])
+        direct = await client.call_tool("get_agent_run", {"agent_run_id": run_of(task)})
+        with pytest.raises(MCPError) as ended:
+            await request(client, CancelTask, task["taskId"])
+        working = (await call_as_task(client, "create_agent_run", {"prompt": "cancel me"}))["task"]["taskId"]
+        cancelled = await request(client, CancelTask, working)
+        with pytest.raises(MCPError) as not_a_task:
+            await call_as_task(client, "list_agent_runs", {})
+        with pytest.raises(MCPError) as expired:  # its 1 s are over
+            await get_task(client, short["taskId"])
+    async with connected(sandbox, LEGACY, token=OTHER_TOKEN) as other:
+        theirs = await request(other, ListTasks)
+    assert tools["create_agent_run"].execution.task_support == "optional"
+    assert tools["get_agent_run"].execution is None
+    assert task["status"] == "working" and {"ttl", "pollInterval"} <= set(task) and short["ttl"] == 1000
+    assert [entry["taskId"] for entry in listed.model_extra["tasks"]] == [task["taskId"]]  # the short one expired
+    assert listed.model_extra["tasks"][0]["status"] == "completed" and "nextCursor" not in listed.model_extra
+    assert theirs.model_extra["tasks"] == []
+    same_run(result.model_extra, direct)
+    assert result.meta["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+    assert state.status == "completed" and "tasks/result has its result" in (state.status_message or "")
+    assert ended.value.error.code == INVALID_PARAMS
+    assert ended.value.error.message == "Task already completed: nothing to cancel"
+    assert cancelled.model_extra["status"] == "working" and "cannot cancel" in cancelled.model_extra["statusMessage"]
+    assert not_a_task.value.error.code == METHOD_NOT_FOUND
+    assert "call it without `task`" in not_a_task.value.error.message
+    assert "expired" in expired.value.error.message and "get_agent_run" in expired.value.error.data["hint"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", [MODERN, LEGACY])
+async def test_ids_not_the_callers_are_not_found_and_cost_no_request(sandbox: SandboxServer, mode: str) -> None:
+    """Another token's, another organisation's, altered, cut short, made up or too long: each refused alike, before
+    any request to the service."""
+    async with connected(sandbox, mode) as client:
+        if mode == LEGACY:
+            task_id = (await call_as_task(client, "create_agent_run", {"prompt": "mine"}))["task"]["taskId"]
+        else:
+            poller = TaskPoller(follow=False)
+            async with connected(sandbox, mode, extensions=[poller]) as declared:
+                await declared.call_tool("create_agent_run", {"prompt": "mine"})
+            task_id = poller.handles[-1].task_id
+        body = task_id.removeprefix("run-task.")
+        altered = "run-task." + body[:20] + ("A" if body[20] != "A" else "B") + body[21:]
+        sent = [r for r in sandbox.request_log if r.operation == "get_agent_run"]
+        refused: list[MCPError] = []
+        other_org = next(org for org in sandbox.state.config.visible_org_ids if org != sandbox.org_id)
+        for token, org_id in ((OTHER_TOKEN, None), (DEMO_TOKEN, other_org)):
+            async with connected(sandbox, mode, token=token, org_id=org_id) as stranger:
+                with pytest.raises(MCPError) as foreign:
+                    await get_task(stranger, task_id)
+                refused.append(foreign.value)
+        for bad in (altered, task_id[:-2], "run-task.x", "a" * 5000):
+            with pytest.raises(MCPError) as wrong:
+                await get_task(client, bad)
+            refused.append(wrong.value)
+        unsent = [r for r in sandbox.request_log if r.operation == "get_agent_run"] == sent
+        own = await get_task(client, task_id)
+    assert [error.error.code for error in refused] == [INVALID_PARAMS] * 6
+    assert [error.error.message for error in refused[:5]] == ["Task not found"] * 5  # the last: too long for an id
+    assert all("taskId" in error.error.data["hint"] for error in refused[:5])
+    assert unsent and own.task_id == task_id  # its own caller reads it
