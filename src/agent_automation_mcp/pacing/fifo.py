@@ -28,9 +28,9 @@ WAKE_JITTER: Final = 0.0005  # seconds; spreads the heads of several queues or r
 
 @dataclass(slots=True)
 class _Queue:
-    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))  # free: no trip round the loop
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
     tickets: dict[int, None] = field(default_factory=dict)  # waiters in arrival order (dicts keep it)
-    settled: anyio.Event | None = None  # set when a send of these buckets is settled (made by the head, as it asks)
+    settled: anyio.Event = field(default_factory=anyio.Event)  # set when a send of these buckets is settled
 
     def ahead_of(self, ticket: int) -> int:
         return next(i for i, t in enumerate(self.tickets) if t == ticket)
@@ -59,23 +59,21 @@ class FifoPacer:
                                      deadline)
             # The head of the queue takes the free lock whatever is left; the others wait for it while that leaves
             # time for the request.
-            if deadline is None or not ahead:
+            patience = None if deadline is None or not ahead else deadline - REQUEST_SECONDS - time.monotonic()
+            with anyio.move_on_after(patience) as waited:
                 await queue.lock.acquire()
-            else:
-                with anyio.move_on_after(deadline - REQUEST_SECONDS - time.monotonic()) as waited:
-                    await queue.lock.acquire()
-                if waited.cancelled_caught:
-                    wait = await self.ledger.estimate(token_key, names, bulk=bulk, ahead=queue.ahead_of(ticket))
-                    raise self._too_long(names, wait)
+            if waited.cancelled_caught:
+                wait = await self.ledger.estimate(token_key, names, bulk=bulk, ahead=queue.ahead_of(ticket))
+                raise self._too_long(names, wait)
             try:
                 while True:
-                    settled = queue.settled = anyio.Event()  # before asking: a settle meanwhile is not missed
+                    queue.settled = anyio.Event()  # before asking: a settle while the ledger answers is not missed
                     charged = await self.ledger.charge(token_key, names, bulk=bulk)
                     if isinstance(charged, Receipt):
                         return charged
                     self._check_deadline(names, charged, deadline)
                     with anyio.move_on_after(charged + random.uniform(0, WAKE_JITTER)):
-                        await settled.wait()
+                        await queue.settled.wait()
             finally:
                 queue.lock.release()
         finally:
@@ -87,8 +85,7 @@ class FifoPacer:
         outcome: Outcome = "unanswered" if status is None else "refused" if status == 429 else "admitted"
         await self.ledger.settle(receipt, outcome)
         for (token_key, names, _), queue in self._queues.items():
-            if queue.settled is not None and token_key == receipt.token_key \
-                    and not set(names).isdisjoint(receipt.buckets):
+            if token_key == receipt.token_key and not set(names).isdisjoint(receipt.buckets):
                 queue.settled.set()
 
     async def rate_limited(self, token_key: str, buckets: Sequence[str], retry_after: float | None) -> float:
