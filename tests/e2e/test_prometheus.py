@@ -85,7 +85,7 @@ class Prometheus:
 
 class Load:
     """Calls and sign-in requests to every replica, in a thread, until stopped (at most two minutes): successes,
-    a stranger's token, the service failing (500s, then 429s to Bob's token), the OAuth endpoints."""
+    a stranger's token, a task request, the service failing (500s, then 429s to Bob's token), the OAuth endpoints."""
 
     def __init__(self, sandbox: SandboxServer, replicas: list[HttpServer]) -> None:
         self.sandbox = sandbox
@@ -109,6 +109,7 @@ class Load:
                 for replica in self.replicas:
                     call(http, replica, "list_models", ALICE)
                     call(http, replica, "list_models", STRANGER)
+                    ask_task(http, replica, ALICE)
                     http.get(f"{replica.origin}/.well-known/oauth-authorization-server")
                     http.post(f"{replica.origin}/token", data={"grant_type": "refresh_token", "refresh_token": "junk",
                                                                  "client_id": "junk"})
@@ -137,6 +138,16 @@ def call(http: httpx2.Client, replica: HttpServer, tool: str, token: str) -> Non
     http.post(replica.url, json=body, headers={
         "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
         "mcp-method": "tools/call", "mcp-name": tool, "authorization": f"Bearer {token}"})
+
+
+def ask_task(http: httpx2.Client, replica: HttpServer, token: str) -> None:
+    """One modern-era `tasks/get` of a task that does not exist: refused, and counted as a task request."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "made-up", "_meta": meta}}
+    http.post(replica.url, json=body, headers={
+        "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tasks/get", "authorization": f"Bearer {token}"})
 
 
 def binary(name: str) -> str:
