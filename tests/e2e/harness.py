@@ -96,6 +96,20 @@ class HttpServer:
             return self._stderr.read().decode()
 
 
+def http_servers(count: int, env: Mapping[str, str], *args: str) -> list[HttpServer]:
+    """`count` replicas alike. One that cannot start stops those started before it: on a loaded machine a list
+    comprehension left them running, orphaned, after the test had failed."""
+    servers: list[HttpServer] = []
+    try:
+        for _ in range(count):
+            servers.append(HttpServer(env, *args))
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
 def tenant_client(url: str, mode: str = "auto", **headers: str) -> Client:
     """The SDK's client sending `headers` (e.g. `authorization="Bearer ..."`) with every request."""
     http = httpx2.AsyncClient(headers={name.replace("_", "-"): value for name, value in headers.items()},

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port, http_servers
 from loopback_tls import DocumentServer, make_certificate
 from mcp.shared.auth import OAuthToken
 from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client, once_redis_is_asked_again, pkce
@@ -78,7 +78,7 @@ class Cluster:
                         AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE="200", SSL_CERT_FILE=str(cert),
                         AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS=trusted, **SHARED_KEYS)
         args = ("--auth", "oauth", "--public-url", self.origin, "--allowed-host", f"127.0.0.1:{self.port}")
-        self.replicas = [HttpServer(env, *args), HttpServer(env, *args)]
+        self.replicas = http_servers(2, env, *args)
         config = work / "haproxy.cfg"
         config.write_text("\n".join([
             "global", "  maxconn 256", "defaults", "  mode http", "  timeout connect 5s", "  timeout client 120s",

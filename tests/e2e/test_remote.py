@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, error_of, tenant_client
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, error_of, http_servers, tenant_client
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import PromptReference
@@ -300,7 +300,7 @@ class Alternating(httpx2.AsyncBaseTransport):
 
 @pytest.mark.anyio
 async def test_a_legacy_session_started_on_one_replica_is_served_by_another(sandbox: SandboxServer) -> None:
-    replicas = [HttpServer(remote_env(sandbox), "--auth", "request") for _ in range(2)]
+    replicas = http_servers(2, remote_env(sandbox), "--auth", "request")
     balancer = Alternating([replica.port for replica in replicas])
     http = httpx2.AsyncClient(transport=balancer, headers={"authorization": f"Bearer {ALICE}"},
                               timeout=httpx2.Timeout(30, read=60))
@@ -337,7 +337,7 @@ def redis() -> Iterator[RedisServer]:
 async def test_replicas_share_redis_and_losing_it_leaves_them_ready(sandbox: SandboxServer,
                                                                     redis: RedisServer) -> None:
     env = remote_env(sandbox, AGENT_AUTOMATION_REDIS_URL=redis.url, **SHARED_KEYS)
-    replicas = [HttpServer(env, "--auth", "request") for _ in range(2)]
+    replicas = http_servers(2, env, "--auth", "request")
     balancer = Alternating([replica.port for replica in replicas])
     http = httpx2.AsyncClient(transport=balancer, headers={"authorization": f"Bearer {BOB}"},
                               timeout=httpx2.Timeout(30, read=60))

@@ -20,7 +20,7 @@ import anyio
 import httpx2
 import pytest
 from cryptography.fernet import Fernet
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port, http_servers
 from oauth_flow import REDIRECT_URI, RawFlow, pkce
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
@@ -61,7 +61,7 @@ class Fleet:
                         AGENT_AUTOMATION_LOG_FORMAT="json", **SHARED_KEYS)
         args = ("--auth", "oauth", "--public-url", self.origin, "--allowed-host", f"127.0.0.1:{self.port}",
                 "--allowed-host", f"[::1]:{self.port}")
-        self.replicas = [HttpServer(env, *args) for _ in range(3)]
+        self.replicas = http_servers(3, env, *args)
         self.stderr: list[str] = []
         self.balancer = shipped_balancer(f"127.0.0.1:{self.port},[::1]:{self.port}", self.port,
                                          [replica.port for replica in self.replicas], free_port())

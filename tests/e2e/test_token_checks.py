@@ -11,7 +11,7 @@ from typing import Final
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, tenant_client
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, http_servers, tenant_client
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 from test_remote import MODERN_CALL as LIST_CALL
@@ -43,7 +43,7 @@ def redis() -> Iterator[RedisServer]:
 def replicas(sandbox: SandboxServer, redis: RedisServer, count: int, *args: str) -> list[HttpServer]:
     env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=LIMITS,
                     AGENT_AUTOMATION_REDIS_URL=redis.url, **SHARED_KEYS)
-    return [HttpServer(env, "--auth", "request", *args) for _ in range(count)]
+    return http_servers(count, env, "--auth", "request", *args)
 
 
 def stop(servers: list[HttpServer], *secret: str) -> None:

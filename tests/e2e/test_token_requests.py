@@ -8,7 +8,7 @@ from typing import Final
 
 import httpx2
 import pytest
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, http_servers
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -30,7 +30,7 @@ def replicas() -> Iterator[list[HttpServer]]:
         env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS,
                         AGENT_AUTOMATION_REDIS_URL=redis.url, AGENT_AUTOMATION_REQUESTS_PER_TOKEN=str(BUDGET),
                         **SHARED_KEYS)
-        servers = [HttpServer(env, "--auth", "request") for _ in range(2)]
+        servers = http_servers(2, env, "--auth", "request")
         yield servers
         for server in servers:
             server.stop()
