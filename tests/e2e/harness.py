@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import subprocess
@@ -45,6 +46,18 @@ def stdio_server(env: Mapping[str, str], *args: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "agent_automation_mcp", *args], env=dict(env))
 
 
+# Servers started and not stopped yet. A test that starts several and fails before its `finally` (one of them not
+# listening in time, under load) would leave the others running for good: they are ended as this process exits.
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _end_the_forgotten() -> None:
+    for process in _RUNNING:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -66,6 +79,7 @@ class HttpServer:
         command = command or [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
                               "--host", host, "--port", str(self.port), *args]
         self.process = subprocess.Popen(command, env=dict(env), stdout=subprocess.DEVNULL, stderr=self._stderr)
+        _RUNNING.add(self.process)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -91,6 +105,7 @@ class HttpServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        _RUNNING.discard(self.process)
         with self._stderr:
             self._stderr.seek(0)
             return self._stderr.read().decode()
