@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -100,24 +101,41 @@ def ours_at_work(frames: list[tuple[str, str]]) -> str | None:
     return f"`{functions[0][0]}` ({functions[0][1].partition('agent_automation_mcp/')[2]})" if functions else None
 
 
+def sampled_session(command: list[str], env: dict[str, str] | None) -> None:
+    """Runs `command` (py-spy, the server its child) through a host's first messages, ending its input once the
+    list is answered: at the end of its input the SDK cancels what is still in flight."""
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True, env=env) as spy:
+        assert spy.stdin is not None and spy.stdout is not None
+        stopper = threading.Timer(300, spy.kill)  # a hung server ends the reading below
+        stopper.start()
+        try:
+            spy.stdin.write("".join(json.dumps(message) + "\n" for message in SESSION))
+            spy.stdin.flush()
+            for line in spy.stdout:  # the server's answers, and what py-spy says of itself
+                if line.startswith("{") and json.loads(line).get("id") == SESSION[-1]["id"]:
+                    break
+            spy.stdin.close()
+            if spy.wait(300):
+                raise RuntimeError(f"{command[-1]}: the profiled start-up failed")
+        finally:
+            stopper.cancel()
+
+
 def profile_startup(before: Path | None, spawns: int, rate: int, top: int) -> str:
     subjects = startup_subjects(before)
     stacks: dict[str, Counter[str]] = {name: Counter() for name in subjects}
     ours: dict[str, Counter[str]] = {name: Counter() for name in subjects}
     with tempfile.TemporaryDirectory(prefix="py-spy-") as folder:
-        session = Path(folder) / "session.jsonl"
-        session.write_text("".join(json.dumps(message) + "\n" for message in SESSION))
         for params in subjects.values():
             anyio.run(spawn_to_list, "auto", params)  # caches the bytecode
         for turn in range(spawns):
             for name in rotated(list(subjects), turn):
                 out = Path(folder) / f"{name}-{turn}"
                 params = subjects[name]
-                with session.open() as stdin:  # the whole session, then end of input: the server answers and exits
-                    subprocess.run([str(PY_SPY), "record", "--nonblocking", "--full-filenames", "--format", "raw",
-                                    "--rate", str(rate), "--output", str(out), "--", params.command, *params.args],
-                                   stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=params.env,
-                                   timeout=300, check=True)
+                sampled_session([str(PY_SPY), "record", "--nonblocking", "--full-filenames", "--format", "raw",
+                                 "--rate", str(rate), "--output", str(out), "--", params.command, *params.args],
+                                params.env)
                 for frames, count in parse(out.read_text()):
                     stacks[name][startup_part(frames)] += count
                     if where := ours_at_work(frames):

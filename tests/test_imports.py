@@ -13,7 +13,9 @@ import ast
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,12 @@ PACKAGE = "agent_automation_mcp"
 # metrics, the trace exporter), runs the sandbox, or sends its first request (the HTTP client's connection layer).
 STDIO_NEVER_LOADS = (f"{PACKAGE}.remote", f"{PACKAGE}.sandbox", "redis", "prometheus_client", "uvloop", "httptools",
                      "opentelemetry.sdk", "httpcore2")
+SESSION = (  # what a host sends a server it starts: the handshake, then the tool list
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+)
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
@@ -158,23 +166,34 @@ def test_every_form_of_import_is_an_edge(tmp_path: Path, statement: str, expecte
 
 def test_a_stdio_start_that_lists_the_tools_loads_no_remote_serving(tmp_path: Path) -> None:
     """A host starting a session (the handshake, `tools/list`, then the end of its input) waits for every import, so
-    what only HTTP serving or a request needs is loaded when it is needed."""
-    session = tmp_path / "session.jsonl"
-    session.write_text("".join(json.dumps(message) + "\n" for message in (
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})))
+    what only HTTP serving or a request needs is loaded when it is needed. The input ends only once the list is
+    answered: at the end of its input the SDK cancels what is still in flight, so ending it with the request could
+    leave the list unanswered on a busy machine."""
     loaded = tmp_path / "modules.json"
     code = ("import atexit, json, sys\n"
             "atexit.register(lambda: open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules))))\n"
             "from agent_automation_mcp.cli import main\n"
             "sys.exit(main([]))\n")
-    with session.open() as stdin:
-        done = subprocess.run([sys.executable, "-c", code, str(loaded)], stdin=stdin, capture_output=True, text=True,
-                              env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SOURCE)}, timeout=120)
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert done.returncode == 0 and [answer["id"] for answer in answers] == [1, 2], done.stderr[-2000:]
+    answers: list[dict[str, Any]] = []
+    with (tmp_path / "stderr").open("w+") as stderr, subprocess.Popen(
+            [sys.executable, "-c", code, str(loaded)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SOURCE)}) as server:
+        assert server.stdin is not None and server.stdout is not None
+        stopper = threading.Timer(120, server.kill)  # a hung server ends the reading below
+        stopper.start()
+        try:
+            server.stdin.write("".join(json.dumps(message) + "\n" for message in SESSION))
+            server.stdin.flush()
+            for line in server.stdout:
+                answers.append(json.loads(line))
+                if answers[-1].get("id") == 2:
+                    break
+            server.stdin.close()
+            returncode = server.wait(120)
+        finally:
+            stopper.cancel()
+        stderr.seek(0)
+        assert returncode == 0 and [answer["id"] for answer in answers] == [1, 2], stderr.read()[-2000:]
     assert len(answers[1]["result"]["tools"]) > 10
     modules = json.loads(loaded.read_text())
     assert f"{PACKAGE}.server" in modules
