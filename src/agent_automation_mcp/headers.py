@@ -7,7 +7,7 @@ the tool call (to act for that caller), so the two can never disagree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from .api.settings import parse_org_id
@@ -16,6 +16,12 @@ AUTHORIZATION: Final = "authorization"
 ORGANIZATION: Final = "x-organization-id"
 TOOLSETS_HEADER: Final = "x-mcp-toolsets"
 READONLY_HEADER: Final = "x-mcp-readonly"
+
+
+def header_dict(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """ASGI's raw headers as a dict, the first of a repeated name winning (as Starlette's `Headers.get`): read
+    once per request, then looked up many times, where each `Headers` lookup scans the list."""
+    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in reversed(list(raw))}
 
 
 class HeaderError(ValueError):

@@ -21,12 +21,11 @@ from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
 from opentelemetry.trace import Span
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import logs, tracing
 from ..api.credentials import Credentials
-from ..headers import bearer_token
+from ..headers import bearer_token, header_dict
 from .metrics import Metrics
 from .refusals import respond
 from .rpc_request import BODY_TOO_SLOW, RpcRequest, read_body, read_request
@@ -77,7 +76,7 @@ class AccessLog:
             await self.app(scope, receive, send)
             return
         started = time.monotonic()
-        headers = Headers(scope=scope)
+        headers = header_dict(scope["headers"])
         given = headers.get(REQUEST_ID_HEADER, "")
         rid = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         read_in_time = True
@@ -92,7 +91,7 @@ class AccessLog:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 response["status"] = message["status"]
-                answered = Headers(raw=message.get("headers", []))
+                answered = header_dict(message.get("headers", []))
                 response["token_refused"] = "invalid_token" in answered.get("www-authenticate", "")
                 message["headers"] = [*message.get("headers", []), (REQUEST_ID_HEADER.encode(), rid.encode())]
             await send(message)
@@ -111,7 +110,7 @@ class AccessLog:
                 self._record(scope, headers, request, call, response, time.monotonic() - started, span)
                 logs.request_id.reset(rid_token)
 
-    def _record(self, scope: Scope, headers: Headers, request: RpcRequest | None, call: _Call,
+    def _record(self, scope: Scope, headers: Mapping[str, str], request: RpcRequest | None, call: _Call,
                 response: Mapping[str, Any], seconds: float, span: Span | None) -> None:
         status: int = response["status"]
         reason = None
@@ -163,7 +162,7 @@ class SignInAccess:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 response["status"] = message["status"]
-                answered = Headers(raw=message.get("headers", []))
+                answered = header_dict(message.get("headers", []))
                 response["location"] = answered.get("location", "")
                 response["json"] = answered.get("content-type", "").startswith("application/json")
             elif response["json"] and response["status"] >= 400 and len(body) < MAX_ERROR_BODY_BYTES:

@@ -7,9 +7,9 @@ call's progress and its result) counts as a stream too, until it ends. Listening
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..headers import header_dict
 from .metrics import Metrics
 
 
@@ -28,7 +28,7 @@ class OpenConnections:
 
         async def sending(message: Message) -> None:
             nonlocal streaming
-            if message["type"] == "http.response.start" and Headers(raw=message.get("headers", [])).get(
+            if message["type"] == "http.response.start" and header_dict(message.get("headers", [])).get(
                     "content-type", "").startswith("text/event-stream"):
                 streaming = True
                 self.metrics.open_streams.inc()

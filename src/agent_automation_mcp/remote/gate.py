@@ -8,17 +8,16 @@ refusal in a client's log knows what to send instead.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import tracing
 from ..api.credentials import Credentials
 from ..config import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUESTS_PER_TOKEN
-from ..headers import HeaderError, bearer_token, organization_id
+from ..headers import HeaderError, bearer_token, header_dict, organization_id
 from ..prompts import PROMPTS
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed
@@ -106,7 +105,8 @@ class McpGate:
         self.lifecycle.in_flight += 1  # from the start: a token check is part of the request a drain waits for
         try:
             with tracing.span("gate") as span:
-                refusal = await self._refusal(Headers(scope=scope), scope)
+                headers = header_dict(scope["headers"])
+                refusal = await self._refusal(headers, scope)
                 if refusal is None and self.per_request_auth:
                     refusal = await self._over_token_budget(scope)
                 if refusal is None and scope.get("state", {}).get(READ_ONLY_GRANT):
@@ -124,8 +124,10 @@ class McpGate:
         token is the request's token by then)."""
         request = read_request(scope)
         method = request.method if request is not None else None
-        token = bearer_token(Headers(scope=scope))
-        if method is None or not method.startswith(BUDGETED_METHODS) or token is None:
+        if method is None or not method.startswith(BUDGETED_METHODS):
+            return None
+        token = bearer_token(header_dict(scope["headers"]))  # read again: a sign-in put its service token there
+        if token is None:
             return None
         try:
             await self.budgets.spend(TOKEN_REQUESTS, Credentials(token).token_key)
@@ -159,7 +161,7 @@ class McpGate:
                                 "to let this app make changes."),
                 {"WWW-Authenticate": f'{self.realm}, error="insufficient_scope"'})
 
-    async def _refusal(self, headers: Headers, scope: Scope) -> Refused | None:
+    async def _refusal(self, headers: Mapping[str, str], scope: Scope) -> Refused | None:
         refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
         if refused is not None:
             kind = "forbidden" if refused.status == 403 else "misdirected"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -33,6 +34,7 @@ def is_wildcard(host: str) -> bool:
     return bracketed(host) in WILDCARDS
 
 
+@lru_cache(maxsize=256)  # every request's Host: a handful of names, parsed once each (bounded whatever is sent)
 def split_authority(value: str) -> tuple[str, int | None] | None:
     """`name:port` → (name, port); IPv6 in brackets; None when it cannot be read."""
     value = value.strip().lower()

@@ -15,10 +15,10 @@ repeated on every replica.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from starlette.datastructures import Headers
 from starlette.types import Scope
 
 from ..headers import ORGANIZATION, organization_id
@@ -78,7 +78,7 @@ class AllowedOrganizations:
         return f"{why} {named}", instead
 
 
-def served_organization(scope: Scope, headers: Headers, served: tuple[int, ...] | None,
+def served_organization(scope: Scope, headers: Mapping[str, str], served: tuple[int, ...] | None,
                         organizations: AllowedOrganizations, *, signed_in: bool = False) -> Refused | None:
     """With an allowed list (`served`: the listed organisations the token sees; None without a list, or when the
     service could not answer): refuse a token that sees none of them, or a request naming another one (403,

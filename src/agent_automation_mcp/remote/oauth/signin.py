@@ -16,14 +16,13 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl
-from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import Scope
 
 from ...api.transport import ApiTransport
 from ...caching import SharedStore
 from ...config import ADDRESSES_PER_NETWORK, RemoteSettings
-from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER
+from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER, header_dict
 from ..budgets import Budget
 from ..metrics import Metrics
 from ..organizations import served_organization
@@ -130,7 +129,7 @@ class SignIn:
         scope["headers"] = _as_caller(scope["headers"], signed_in)
         if is_read_only(signed_in.grant.scopes):
             scope.setdefault("state", {})[READ_ONLY_GRANT] = True
-        return served_organization(scope, Headers(scope=scope), verdict.served, verdicts.organizations,
+        return served_organization(scope, header_dict(scope["headers"]), verdict.served, verdicts.organizations,
                                    signed_in=True)
 
     async def close(self) -> None:
