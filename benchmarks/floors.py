@@ -1,7 +1,7 @@
 """Our cost beside the SDK's floors: the serving figures of issue 35, each a ratio to a bare MCP SDK server.
 
     .venv/bin/python benchmarks/floors.py [--before SRC] [--spawns 15] [--calls 100] [--call-rounds 7]
-                                          [--rounds 5] [--duration 4] [--parts startup,stdio,http]
+                                          [--rounds 5] [--duration 4] [--rate 0] [--parts startup,stdio,http]
                                           [--write docs/benchmarks.md]
 
 The floors are the SDK alone (benchmarks/bare_server.py): **echo**, an `MCPServer` with one tool that echoes, and
@@ -18,7 +18,9 @@ them in one run, taking turns, against one sandbox on loopback (limits far above
   call by call; a plain `httpx2` GET of the same URL takes its turn too (what the floor adds over the request
   itself). The p50 of each round (the figure) and the server process's CPU per call.
 - **HTTP `tools/call`**: benchmarks/serving.py's rounds, 10 callers of `get_agent_run`, the server process's CPU
-  per call, in both protocol eras.
+  per call, in both protocol eras. Back to back by default (the machine saturated, as the issue measured); with
+  `--rate N` the callers offer N calls a second in all, below what every subject serves, so a subject's CPU per
+  call is not inflated by waiting for a core the load generator and the sandbox also want.
 
 Each ratio is the median over the rounds of the ratio within a round (subjects measured together), smallest and
 largest in brackets: a burst of other work falls on the subjects of one round alike. Every process runs with
@@ -193,7 +195,8 @@ async def measure_calls(setup: Setup, subjects: dict[str, StdioServerParameters]
     return found
 
 
-def measure_http(stack: ExitStack, setup: Setup, before: Path | None, rounds: int, duration: float) -> list[Row]:
+def measure_http(stack: ExitStack, setup: Setup, before: Path | None, rounds: int, duration: float,
+                 rate: float) -> list[Row]:
     targets = ["bare", "ours", *(["before"] if before else [])]
     servers = {}
     for target in targets:
@@ -202,7 +205,7 @@ def measure_http(stack: ExitStack, setup: Setup, before: Path | None, rounds: in
     rows: list[Row] = []
     for mode in ("auto", "legacy"):
         cell = {target: Row(mode, "tools/call", HTTP_CALLERS, target) for target in targets}
-        take_turns(setup, servers, cell, rounds, duration, 3)
+        take_turns(setup, servers, cell, rounds, duration, 3, HTTP_CALLERS / rate if rate else 0.0)
         rows += cell.values()
     return rows
 
@@ -294,14 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--call-rounds", type=int, default=7, help="stdio call rounds")
     parser.add_argument("--rounds", type=int, default=5, help="HTTP rounds per era, the servers taking turns")
     parser.add_argument("--duration", type=float, default=4.0, help="seconds of HTTP load per round")
+    parser.add_argument("--rate", type=float, default=0.0, help="HTTP calls per second offered in all (0: each "
+                        "caller calls back to back, the machine saturated)")
     parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
     if set(parts) - set(PARTS) or not 1 <= args.spawns <= 100 or not 1 <= args.calls <= 2000 \
             or not 1 <= args.call_rounds <= 50 or not 1 <= args.rounds <= 20 or not 0 < args.duration <= 60 \
+            or not 0 <= args.rate <= 2000 \
             or (args.before is not None and not (args.before / "agent_automation_mcp").is_dir()):
         parser.error(f"parts among {', '.join(PARTS)}; spawns 1-100, calls 1-2000, call rounds 1-50, rounds 1-20, "
-                     "duration up to 60 s; --before a src/ holding the package")
+                     "duration up to 60 s, rate 0-2000; --before a src/ holding the package")
     names = ["ours", *(["before"] if args.before else [])]
     figures = Figures()
     with ExitStack() as stack:
@@ -314,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 figures.calls = anyio.run(measure_calls, setup, call_subjects(setup, args.before), args.calls,
                                           args.call_rounds)
             else:
-                figures.http = measure_http(stack, setup, args.before, args.rounds, args.duration)
+                figures.http = measure_http(stack, setup, args.before, args.rounds, args.duration, args.rate)
             figures.loads[part] = (load, os.getloadavg()[0])
     publish(render(figures, names, command_line("floors.py", argv)), args.write)
     return 0

@@ -112,8 +112,9 @@ def start(target: str, env: dict[str, str], before: Path | None, listing: bool, 
     return mcp_server(TARGETS[target], env, "--auth", "request")
 
 
-def measure(server: ServerProcess, row: Row, tenants: list[Tenant], duration: float, warmup: int) -> None:
-    job = LoadJob(f"{server.url}/mcp", row.mode, tuple(tenants), duration, warmup,
+def measure(server: ServerProcess, row: Row, tenants: list[Tenant], duration: float, warmup: int,
+            interval: float = 0.0) -> None:
+    job = LoadJob(f"{server.url}/mcp", row.mode, tuple(tenants), duration, warmup, interval,
                   server_pids=process_tree(server.process.pid),
                   secrets=tuple(t.headers["Authorization"] for t in tenants))
     row.loads.append(run_load_process(job))
@@ -121,7 +122,7 @@ def measure(server: ServerProcess, row: Row, tenants: list[Tenant], duration: fl
 
 
 def take_turns(setup: Setup, servers: dict[str, ServerProcess], cell: dict[str, Row], rounds: int, duration: float,
-               warmup: int) -> None:
+               warmup: int, interval: float = 0.0) -> None:
     """`rounds` rounds of one cell, each target measured once a round, in an order that rotates: a burst of other
     work falls on every target alike over the rounds, and each round's ratios compare targets measured together."""
     targets = list(cell)
@@ -131,7 +132,7 @@ def take_turns(setup: Setup, servers: dict[str, ServerProcess], cell: dict[str, 
         for target in targets[turn % len(targets):] + targets[:turn % len(targets)]:
             setup.sandbox.state.limiter.reset()
             row = cell[target]
-            measure(servers[target], row, tenants, duration, warmup)
+            measure(servers[target], row, tenants, duration, warmup, interval)
             load = row.loads[-1]
             print(f"{ERAS[row.mode]} {row.method} c={row.concurrency} {target} round {turn + 1}: {load.rate:.0f}/s, "
                   f"{row.cpu_per_round[-1]:.2f} ms CPU per call, errors {load.errors or 0} "
