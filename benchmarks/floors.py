@@ -217,6 +217,7 @@ class Figures:
     startup: dict[str, Subject] | None = None
     calls: dict[str, Subject] | None = None
     http: list[Row] | None = None
+    http_rate: float = 0.0  # calls a second offered in all; 0: back to back
     loads: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> load average at start, end
 
 
@@ -278,7 +279,9 @@ def render(figures: Figures, names: list[str], command: str) -> str:
             lines.append(_row(f"HTTP `tools/call` CPU per call, beside the forwarding floor, {era}",
                               {n: r.cpu_ms / 1000 for n, r in found.items()},
                               {n: r.cpu_per_round for n, r in found.items()}, names, GOALS[f"http_{mode}"]))
-        notes.append(f"- HTTP: {HTTP_CALLERS} callers, {len(figures.http[0].loads)} rounds per era; calls/s "
+        offered = f"{figures.http_rate:g} calls/s offered" if figures.http_rate else "back to back"
+        notes.append(f"- HTTP: {HTTP_CALLERS} callers ({offered}), {len(figures.http[0].loads)} rounds per era; "
+                     "calls/s "
                      + ", ".join(f"{ERAS[r.mode]} {LABELS['floor' if r.target == 'bare' else r.target]} "
                                  f"{r.rate:.0f}" for r in figures.http)
                      + f"; errors {sum(r.errors for r in figures.http)}.")
@@ -321,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                                           args.call_rounds)
             else:
                 figures.http = measure_http(stack, setup, args.before, args.rounds, args.duration, args.rate)
+                figures.http_rate = args.rate
             figures.loads[part] = (load, os.getloadavg()[0])
     publish(render(figures, names, command_line("floors.py", argv)), args.write)
     return 0
