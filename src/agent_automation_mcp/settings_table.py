@@ -1,7 +1,8 @@
 """What a setting is, declared once: a row of a settings class's table (`ApiSettings`, `config.py`'s), from which
 its variables are read, its flag is made and `--help` and the docs' checks derive.
 
-Adding a setting adds a field to its settings class and a row to that class's table; nothing else restates it.
+Adding a setting adds a field to its settings class, a row to that class's table and one to docs/configuration.md's
+(tests/test_settings_table.py names a missing one); nothing else restates it.
 """
 
 from __future__ import annotations
