@@ -1,20 +1,16 @@
-"""Every setting, read from the environment (and overridden by command-line flags) in one place."""
+"""Every setting, read from the environment (and overridden by command-line flags) in one place: each settings
+class with its table (`settings_table.Setting` rows), and `SETTINGS`, every table by the class it fills."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
-from .api.settings import first_set, number_setting, parse_flag
-from .toolsets import DEFAULT_TOOLSETS, parse_toolsets
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = first_set(env, name)
-    return default if value is None else parse_flag(name, value)
-
+from .api.settings import API_SETTINGS, ApiSettings, parse_flag
+from .settings_table import Choice, Number, Setting, plain, read_env
+from .toolsets import DEFAULT_TOOLSETS, KEYWORDS, OPT_IN_TOOLSETS, TOOLSETS, parse_toolsets
 
 DEFAULT_MAX_FIELD_CHARS = 1500
 MIN_FIELD_CHARS = 100
@@ -34,13 +30,18 @@ class ServerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
-        env = os.environ if env is None else env
-        return cls(
-            toolsets=parse_toolsets(first_set(env, "AGENT_AUTOMATION_TOOLSETS")),
-            read_only=_flag(env, "AGENT_AUTOMATION_READ_ONLY", False),
-            max_field_chars=number_setting(env, "AGENT_AUTOMATION_MAX_FIELD_CHARS", int, DEFAULT_MAX_FIELD_CHARS,
-                                    minimum=MIN_FIELD_CHARS),
-        )
+        return cls(**read_env(SERVER_SETTINGS, os.environ if env is None else env))
+
+
+SERVER_SETTINGS: Final = (
+    Setting("toolsets", ("AGENT_AUTOMATION_TOOLSETS",), plain(parse_toolsets), flag="--toolsets",
+            help=f"comma-separated, from: {', '.join((*TOOLSETS, *KEYWORDS))}; each is listed below",
+            note=f"default: all but {' and '.join(OPT_IN_TOOLSETS)}"),
+    Setting("read_only", ("AGENT_AUTOMATION_READ_ONLY",), parse_flag, flag="--read-only", switch=True,
+            help="offer only read-only tools"),
+    Setting("max_field_chars", ("AGENT_AUTOMATION_MAX_FIELD_CHARS",), Number(int, MIN_FIELD_CHARS),
+            flag="--max-field-chars", help="trim trace field values longer than this"),
+)
 
 
 AUTH_MODES = ("request", "env", "oauth")
@@ -141,35 +142,7 @@ class RemoteSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
-        env = os.environ if env is None else env
-        return cls(
-            auth=parse_auth(first_set(env, "AGENT_AUTOMATION_AUTH")),
-            allowed_hosts=parse_list(first_set(env, "AGENT_AUTOMATION_ALLOWED_HOSTS")),
-            allowed_origins=parse_list(first_set(env, "AGENT_AUTOMATION_ALLOWED_ORIGINS")),
-            max_body_bytes=number_setting(env, "AGENT_AUTOMATION_MAX_BODY_BYTES", int, DEFAULT_MAX_BODY_BYTES,
-                                          minimum=1024),
-            max_tenant_calls=number_setting(env, "AGENT_AUTOMATION_MAX_TENANT_CALLS", int, DEFAULT_TENANT_CALLS,
-                                            minimum=1),
-            shutdown_grace=number_setting(env, "AGENT_AUTOMATION_SHUTDOWN_GRACE", float, DEFAULT_SHUTDOWN_GRACE,
-                                          minimum=0),
-            state_keys=parse_state_keys(first_set(env, "AGENT_AUTOMATION_STATE_KEYS")),
-            metrics_port=_port_setting(env, "AGENT_AUTOMATION_METRICS_PORT"),
-            token_checks_per_address=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS", int,
-                                                    DEFAULT_TOKEN_CHECKS_PER_ADDRESS, minimum=1),
-            token_checks_per_network=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_PER_NETWORK", int, None,
-                                                    minimum=1),
-            token_checks_total=number_setting(env, "AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL", int,
-                                              DEFAULT_TOKEN_CHECKS_TOTAL, minimum=1),
-            requests_per_token=number_setting(env, "AGENT_AUTOMATION_REQUESTS_PER_TOKEN", int,
-                                              DEFAULT_REQUESTS_PER_TOKEN, minimum=1),
-            trusted_proxies=parse_list(first_set(env, "AGENT_AUTOMATION_TRUSTED_PROXIES")),
-            allowed_orgs=parse_org_ids(first_set(env, "AGENT_AUTOMATION_ALLOWED_ORGS")),
-            public_url=first_set(env, "AGENT_AUTOMATION_PUBLIC_URL"),
-            oauth_keys=parse_list(first_set(env, "AGENT_AUTOMATION_OAUTH_KEYS")),
-            oauth_signins=number_setting(env, "AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE", int, DEFAULT_OAUTH_SIGNINS,
-                                         minimum=1),
-            oauth_trusted_client_hosts=parse_list(first_set(env, "AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS")),
-        )
+        return cls(**read_env(REMOTE_SETTINGS, os.environ if env is None else env))
 
 
 def parse_port(name: str, value: str) -> int:
@@ -179,9 +152,68 @@ def parse_port(name: str, value: str) -> int:
     return int(value)
 
 
-def _port_setting(env: Mapping[str, str], name: str) -> int | None:
-    value = first_set(env, name)
-    return None if value is None else parse_port(name, value)
+def port(name: str | None, value: str) -> int:
+    return parse_port(name or "a port", value)
+
+
+def _request(what: str) -> str:
+    """The start of the help of a setting that bounds callers sending their own tokens."""
+    return f"HTTP --auth request: {what}"
+
+
+REMOTE_SETTINGS: Final = (
+    Setting("metrics_port", ("AGENT_AUTOMATION_METRICS_PORT",), port, flag="--metrics-port",
+            help="HTTP: serve /metrics on this port only, not on --port", note="default: on --port"),
+    Setting("auth", ("AGENT_AUTOMATION_AUTH",), plain(parse_auth), flag="--auth", choices=AUTH_MODES,
+            help="HTTP: whose token calls use. request: each request's Authorization: Bearer token (and "
+                 "X-Organization-Id); env: AGENT_AUTOMATION_API_TOKEN for every caller, loopback only; oauth: sign-in "
+                 "with OAuth (clients like Claude and ChatGPT), a Bearer service token still accepted, needs "
+                 "--public-url", note="default: env on a loopback address, request on any other"),
+    Setting("public_url", ("AGENT_AUTOMATION_PUBLIC_URL",), flag="--public-url", metavar="URL",
+            help="HTTP with --auth oauth: the address clients reach this server at, e.g. https://mcp.example.com"),
+    Setting("allowed_hosts", ("AGENT_AUTOMATION_ALLOWED_HOSTS",), plain(parse_list), flag="--allowed-host",
+            repeatable=True, metavar="NAME[:PORT]",
+            help="HTTP: a Host header to accept besides the bind address; repeatable"),
+    Setting("allowed_origins", ("AGENT_AUTOMATION_ALLOWED_ORIGINS",), plain(parse_list), flag="--allowed-origin",
+            repeatable=True, metavar="SCHEME://NAME[:PORT]", help="HTTP: a browser Origin to accept; repeatable"),
+    Setting("max_body_bytes", ("AGENT_AUTOMATION_MAX_BODY_BYTES",), Number(int, 1024), flag="--max-body-bytes",
+            help="HTTP: the largest request body", note="default 1 MiB"),
+    Setting("max_tenant_calls", ("AGENT_AUTOMATION_MAX_TENANT_CALLS",), Number(int, 1), flag="--max-tenant-calls",
+            help=_request("tool calls and task requests (tasks/get, /result, /list, /cancel) one token may have in "
+                          "flight on this replica; more wait their turn, first come first served, and only a wait "
+                          "past the request's deadline is refused; the configured caller (stdio, --auth env) is "
+                          "never capped")),
+    Setting("token_checks_per_address", ("AGENT_AUTOMATION_TOKEN_CHECKS_PER_ADDRESS",), Number(int, 1),
+            flag="--token-checks-per-address",
+            help=_request("checks per minute with the service of tokens never accepted before, per client address, "
+                          "shared by every replica through Redis; past it 429")),
+    Setting("token_checks_per_network", ("AGENT_AUTOMATION_TOKEN_CHECKS_PER_NETWORK",), Number(int, 1),
+            flag="--token-checks-per-network",
+            help=_request("the same, per network of client addresses (a /24, or a /64 for IPv6)"),
+            note=f"default {ADDRESSES_PER_NETWORK} times the per-address budget"),
+    Setting("token_checks_total", ("AGENT_AUTOMATION_TOKEN_CHECKS_TOTAL",), Number(int, 1),
+            flag="--token-checks-total",
+            help=_request("the same, for every network together that no accepted token came from in the last week")),
+    Setting("requests_per_token", ("AGENT_AUTOMATION_REQUESTS_PER_TOKEN",), Number(int, 1),
+            flag="--requests-per-token",
+            help=_request("task requests (tasks/get, /result, /list, /cancel) and completions one token may make a "
+                          "minute, shared by every replica through Redis; past it 429")),
+    Setting("trusted_proxies", ("AGENT_AUTOMATION_TRUSTED_PROXIES",), plain(parse_list), flag="--trusted-proxy",
+            repeatable=True, metavar="ADDRESS[/BITS]",
+            help="HTTP: a proxy (address or network) whose X-Forwarded-For names the client, as a balancer in front "
+                 "of the replicas; repeatable", note="default: none, the socket's peer is the client"),
+    Setting("allowed_orgs", ("AGENT_AUTOMATION_ALLOWED_ORGS",), plain(parse_org_ids), flag="--allowed-org",
+            repeatable=True, metavar="ORG_ID",
+            help="HTTP: serve only tokens of this Codegen organisation (others get 403, and a request naming another "
+                 "organisation too); repeatable; * alone: every organisation, on purpose",
+            note="required beyond loopback with per-request tokens: none set refuses to start"),
+    Setting("shutdown_grace", ("AGENT_AUTOMATION_SHUTDOWN_GRACE",), Number(float, 0), flag="--shutdown-grace",
+            help="HTTP: on SIGTERM, seconds to let calls in flight finish"),
+    Setting("state_keys", ("AGENT_AUTOMATION_STATE_KEYS",), plain(parse_state_keys)),
+    Setting("oauth_keys", ("AGENT_AUTOMATION_OAUTH_KEYS",), plain(parse_list)),
+    Setting("oauth_signins", ("AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE",), Number(int, 1)),
+    Setting("oauth_trusted_client_hosts", ("AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS",), plain(parse_list)),
+)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -189,14 +221,10 @@ LOG_FORMATS = ("text", "json")
 MIN_LOG_SECRET_CHARS = 16
 
 
-def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str | None:
-    value = first_set(env, name)
-    if value is None:
-        return None
-    for choice in choices:
-        if value.lower() == choice.lower():
-            return choice
-    raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+def _log_secret(name: str | None, value: str) -> str:
+    if len(value) < MIN_LOG_SECRET_CHARS:
+        raise ValueError(f"{name} must be at least {MIN_LOG_SECRET_CHARS} characters (e.g. openssl rand -hex 32)")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,10 +237,18 @@ class LogSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LogSettings:
-        env = os.environ if env is None else env
-        secret = first_set(env, "AGENT_AUTOMATION_LOG_SECRET")
-        if secret is not None and len(secret) < MIN_LOG_SECRET_CHARS:
-            raise ValueError(f"AGENT_AUTOMATION_LOG_SECRET must be at least {MIN_LOG_SECRET_CHARS} characters "
-                             "(e.g. openssl rand -hex 32)")
-        return cls(level=_choice(env, "AGENT_AUTOMATION_LOG_LEVEL", LOG_LEVELS),
-                   format=_choice(env, "AGENT_AUTOMATION_LOG_FORMAT", LOG_FORMATS), secret=secret)
+        return cls(**read_env(LOG_SETTINGS, os.environ if env is None else env))
+
+
+LOG_SETTINGS: Final = (
+    Setting("level", ("AGENT_AUTOMATION_LOG_LEVEL",), Choice(LOG_LEVELS), flag="--log-level", choices=LOG_LEVELS,
+            help="stderr log level", note="default INFO serving HTTP, with a line per request; WARNING otherwise"),
+    Setting("format", ("AGENT_AUTOMATION_LOG_FORMAT",), Choice(LOG_FORMATS), flag="--log-format",
+            choices=LOG_FORMATS, help="stderr log lines: text (default) or json, one object per line"),
+    Setting("secret", ("AGENT_AUTOMATION_LOG_SECRET",), _log_secret),
+)
+
+# Every setting, by the settings class it fills, in the order `--help` lists their flags.
+SETTINGS: Final[Mapping[type[Any], tuple[Setting, ...]]] = {
+    ApiSettings: API_SETTINGS, ServerSettings: SERVER_SETTINGS, RemoteSettings: REMOTE_SETTINGS,
+    LogSettings: LOG_SETTINGS}

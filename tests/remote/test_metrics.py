@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Final
 
+from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS
@@ -15,6 +16,7 @@ from agent_automation_mcp.remote import access, organizations
 from agent_automation_mcp.remote.metrics import (
     BUDGET_REFUSALS,
     BUDGETED_SIGNIN,
+    FAMILIES,
     REFUSALS,
     SERVICE_SIDE_FAILURES,
     UPSTREAM_STATUSES,
@@ -99,3 +101,17 @@ def test_the_operations_guide_names_every_refusal_reason() -> None:
     guide = (REMOTE.parents[2] / "docs" / "operations.md").read_text()
     [row] = [line for line in guide.splitlines() if line.startswith("| `agent_automation_http_refused_total` |")]
     assert {reason for _, reason in REFUSALS} <= set(re.findall(r"`(\w+)`", row))
+
+
+def test_the_operations_guide_lists_every_family_with_its_labels() -> None:
+    """docs/operations.md's table of series is `FAMILIES` (remote/metrics.py): a new family needs its row."""
+    guide = (REMOTE.parents[2] / "docs" / "operations.md").read_text()
+    rows = {name: set(re.findall(r"`(\w+)`", labels))
+            for names, labels in re.findall(r"^\| (`agent_automation_.*?) \| (.*?) \|", guide, re.M)
+            for name in re.findall(r"`(agent_automation_\w+)`", names)}
+    declared = {family.name + ("_total" if family.kind is Counter else ""): set(family.labels)
+                for family in FAMILIES.values()}
+    differ = sorted(name for name, labels in declared.items() if rows.get(name) != labels)
+    assert not differ, (f"docs/operations.md's table of series lacks {differ} (remote/metrics.py FAMILIES), or "
+                        "names other labels: add or fix their rows")
+    assert set(rows) <= set(declared), f"docs/operations.md lists series no family exports: {set(rows) - set(declared)}"

@@ -10,20 +10,13 @@ import os
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
+from ..settings_table import Number, Setting, plain, read_env
 from .limits import RateLimit, parse_rate_limits
 from .operations import parse_bucket_map
 
 DEFAULT_BASE_URL = "https://api.codegen.com"
-
-
-def first_set(env: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = env.get(name, "").strip()
-        if value:
-            return value
-    return None
 
 
 TRUE_WORDS: Final = ("1", "true", "yes", "on")
@@ -39,21 +32,6 @@ def parse_flag(name: str, value: str) -> bool:
         return False
     raise ValueError(f"{name} must be one of {', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), "
                      f"got {value[:40]!r}")
-
-
-def number_setting(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float | None, *,
-                   minimum: float) -> Any:
-    """A numeric setting; a bad value is refused with the variable's name, not a bare conversion error."""
-    value = first_set(env, name)
-    if value is None:
-        return default
-    try:
-        number = kind(value)
-    except ValueError:
-        number = None
-    if number is None or not number >= minimum:
-        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'} >= {minimum:g}, got {value!r}")
-    return number
 
 
 def parse_org_id(value: str | None) -> int | None:
@@ -118,16 +96,20 @@ class ApiSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
         """Our names first; the service's own tools' names (`CODEGEN_*`) when ours are unset."""
-        env = os.environ if env is None else env
-        return cls(
-            token=first_set(env, "AGENT_AUTOMATION_API_TOKEN", "CODEGEN_API_KEY", "CODEGEN_API_TOKEN"),
-            org_id=parse_org_id(first_set(env, "AGENT_AUTOMATION_ORG_ID", "CODEGEN_ORG_ID")),
-            base_url=(first_set(env, "AGENT_AUTOMATION_BASE_URL", "CODEGEN_API_BASE_URL")
-                      or DEFAULT_BASE_URL).rstrip("/"),
-            timeout=number_setting(env, "AGENT_AUTOMATION_TIMEOUT", float, 30.0, minimum=0.1),
-            rate_limits=parse_rate_limits(first_set(env, "AGENT_AUTOMATION_RATE_LIMITS")),
-            redis_url=first_set(env, "AGENT_AUTOMATION_REDIS_URL"),
-            rate_margin=number_setting(env, "AGENT_AUTOMATION_RATE_MARGIN", float, 0.25, minimum=0),
-            max_replicas=number_setting(env, "AGENT_AUTOMATION_MAX_REPLICAS", int, 4, minimum=1),
-            bucket_map=parse_bucket_map(first_set(env, "AGENT_AUTOMATION_BUCKET_MAP")),
-        )
+        return cls(**read_env(API_SETTINGS, os.environ if env is None else env))
+
+
+API_SETTINGS: Final = (
+    Setting("token", ("AGENT_AUTOMATION_API_TOKEN", "CODEGEN_API_KEY", "CODEGEN_API_TOKEN")),
+    Setting("org_id", ("AGENT_AUTOMATION_ORG_ID", "CODEGEN_ORG_ID"), plain(parse_org_id), flag="--org-id",
+            help="organisation id"),
+    Setting("base_url", ("AGENT_AUTOMATION_BASE_URL", "CODEGEN_API_BASE_URL"), lambda name, url: url.rstrip("/"),
+            flag="--base-url", help="service URL"),
+    Setting("timeout", ("AGENT_AUTOMATION_TIMEOUT",), Number(float, 0.1)),
+    Setting("rate_limits", ("AGENT_AUTOMATION_RATE_LIMITS",), plain(parse_rate_limits), flag="--rate-limits",
+            help="override rate limits, e.g. standard=60/30s,logs=60/60s"),
+    Setting("redis_url", ("AGENT_AUTOMATION_REDIS_URL",)),
+    Setting("rate_margin", ("AGENT_AUTOMATION_RATE_MARGIN",), Number(float, 0)),
+    Setting("max_replicas", ("AGENT_AUTOMATION_MAX_REPLICAS",), Number(int, 1)),
+    Setting("bucket_map", ("AGENT_AUTOMATION_BUCKET_MAP",), plain(parse_bucket_map)),
+)

@@ -8,9 +8,9 @@ balancer may send each request to any replica, including a legacy-era client's r
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -22,13 +22,16 @@ from starlette.routing import Route
 from ..config import RemoteSettings
 from ..server import AgentAutomationServer
 from .access import AccessLog
-from .budgets import AddressBudgets
+from .budgets import AddressBudgets, Budget
 from .connections import OpenConnections
 from .gate import Lifecycle, McpGate, token_requests_budget
 from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
 from .organizations import AllowedOrganizations
 from .verdicts import TokenVerdicts, strangers_budget
+
+if TYPE_CHECKING:
+    from .oauth import SignIn
 
 logger = logging.getLogger(__name__)
 
@@ -40,40 +43,48 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     # by the gate, on every bind address, so the SDK's own check (loopback names only) is off.
     server.streamable_http_app(stateless_http=True, max_request_body_size=remote.max_body_bytes,
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    manager = server.session_manager
     metrics.expect((spec.name for spec in server.tool_specs), server.api_settings.rate_limits,
                    sign_in=remote.auth == "oauth")
-    purposes = [strangers_budget(remote.token_checks_per_address, remote.token_checks_per_network,
-                                 remote.token_checks_total), token_requests_budget(remote.requests_per_token)]
-    if remote.auth == "oauth":
-        from .oauth import SignIn, signin_budgets
-
-        purposes += signin_budgets(remote.oauth_signins)
-    budgets = AddressBudgets(server.shared, purposes)
+    budgets = AddressBudgets(server.shared, _budget_purposes(remote))
     verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     sign_in = None
     if remote.auth == "oauth":
+        from .oauth import SignIn
+
         sign_in = SignIn.from_settings(remote, server.shared, verdicts,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
-    gate = McpGate(manager.handle_request, server, policy, lifecycle, per_request_auth=per_request_auth,
-                   verdicts=verdicts, sign_in=sign_in, budgets=budgets, max_body_bytes=remote.max_body_bytes)
-    mcp = AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes)
+    gate = McpGate(server.session_manager.handle_request, server, policy, lifecycle,
+                   per_request_auth=per_request_auth, verdicts=verdicts, sign_in=sign_in, budgets=budgets,
+                   max_body_bytes=remote.max_body_bytes)
     lifecycle.on_drain.append(server.tasks.reads.end_streams)
+    # With a metrics port, /metrics is served there only (a NetworkPolicy admits the scraper to it): the public
+    # port answers it 404, so what one replica did is not told to whoever reaches /mcp.
+    routes = [Route("/mcp", AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes),
+                    methods=["GET", "POST", "DELETE"]),
+              Route("/healthz", healthz, methods=["GET"]),
+              readyz_route(server, lifecycle),
+              *(sign_in.routes() if sign_in is not None else ()),
+              *((metrics_route(server, metrics),) if remote.metrics_port is None else ())]
+    return Starlette(routes=routes, lifespan=_lifespan(server, lifecycle, sign_in),
+                     middleware=[Middleware(OpenConnections, metrics=metrics)])
 
-    async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "alive"})
 
-    async def readyz(request: Request) -> Response:
-        redis = await _redis_state(server)
-        # Redis configured but never reached (a wrong URL, a missing Secret): not ready, so a rolling update stalls
-        # on this pod while the old ones keep serving. Reached once and lost since: ready, at the local share.
-        ready = lifecycle.serving and redis != "never reached"
-        body = {"ready": ready, "draining": lifecycle.draining, "redis": redis}
-        return JSONResponse(body, status_code=200 if ready else 503)
+def _budget_purposes(remote: RemoteSettings) -> list[Budget]:
+    """What a client address (and its network) may spend: token checks, task requests, and sign-ins with OAuth."""
+    purposes = [strangers_budget(remote.token_checks_per_address, remote.token_checks_per_network,
+                                 remote.token_checks_total), token_requests_budget(remote.requests_per_token)]
+    if remote.auth == "oauth":
+        from .oauth import signin_budgets
 
+        purposes += signin_budgets(remote.oauth_signins)
+    return purposes
+
+
+def _lifespan(server: AgentAutomationServer, lifecycle: Lifecycle,
+              sign_in: SignIn | None) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
+        async with server.session_manager.run():
             await _redis_state(server)  # reach Redis now: a URL that does not answer is logged at start
             if server.state is not None:
                 server.state.transport.open()  # so that no request waits for the HTTP client to be made
@@ -85,15 +96,23 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                 if sign_in is not None:
                     await sign_in.close()
 
-    # With a metrics port, /metrics is served there only (a NetworkPolicy admits the scraper to it): the public
-    # port answers it 404, so what one replica did is not told to whoever reaches /mcp.
-    routes = [Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
-              Route("/healthz", healthz, methods=["GET"]),
-              Route("/readyz", readyz, methods=["GET"]),
-              *(sign_in.routes() if sign_in is not None else ())]
-    if remote.metrics_port is None:
-        routes.append(metrics_route(server, metrics))
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(OpenConnections, metrics=metrics)])
+    return lifespan
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "alive"})
+
+
+def readyz_route(server: AgentAutomationServer, lifecycle: Lifecycle) -> Route:
+    async def readyz(request: Request) -> Response:
+        redis = await _redis_state(server)
+        # Redis configured but never reached (a wrong URL, a missing Secret): not ready, so a rolling update stalls
+        # on this pod while the old ones keep serving. Reached once and lost since: ready, at the local share.
+        ready = lifecycle.serving and redis != "never reached"
+        body = {"ready": ready, "draining": lifecycle.draining, "redis": redis}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    return Route("/readyz", readyz, methods=["GET"])
 
 
 def metrics_route(server: AgentAutomationServer, metrics: Metrics) -> Route:

@@ -12,6 +12,7 @@ registrations once) would never show at all.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -43,89 +44,93 @@ BUDGETED_SIGNIN: Final = ("authorize", "consent", "token", "register", "revoke")
 BUDGET_REFUSALS: Final = (("429", "rate_limited"), ("503", "unavailable"))
 
 
+@dataclass(frozen=True, slots=True)
+class Family:
+    """A metric family as /metrics names it; `zeros`: the label values exported at 0 from the start."""
+
+    kind: type[Counter] | type[Gauge] | type[Histogram]
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+    zeros: tuple[tuple[str, ...], ...] = ()
+
+    def build(self, registry: CollectorRegistry) -> Any:
+        buckets = {"buckets": self.buckets} if self.buckets is not None else {}
+        return self.kind(self.name, self.help, self.labels, registry=registry, **buckets)
+
+
+# Every family a replica exports, by the `Metrics` attribute that holds it; adding one is a row here and a method
+# that counts it.
+FAMILIES: Final = {
+    "tool_calls": Family(Counter, "agent_automation_tool_calls", "Tool calls by tool and outcome (ok or error kind).",
+                         ("tool", "outcome")),
+    "calls_in_flight": Family(Gauge, "agent_automation_tool_calls_in_flight", "Tool calls running now."),
+    "task_requests": Family(
+        Counter, "agent_automation_task_requests", "Task requests (tasks/get, tasks/result, tasks/list, tasks/cancel) "
+        "by method and outcome (ok, rate_limited, invalid_params, still_working...).", ("method", "outcome")),
+    "task_requests_in_flight": Family(Gauge, "agent_automation_task_requests_in_flight",
+                                      "Task requests being answered now (tasks/result waits up to 35 s)."),
+    "task_request_duration": Family(Histogram, "agent_automation_task_request_duration_seconds",
+                                    "How long task requests took, by method.", ("method",), CALL_BUCKETS),
+    "upstream_requests": Family(
+        Counter, "agent_automation_upstream_requests", "Requests sent to the service, once per rate-limit bucket they "
+        "count against, by HTTP status (or timeout, connection).", ("bucket", "status")),
+    "pacing_wait": Family(Histogram, "agent_automation_pacing_wait_seconds",
+                          "How long requests waited for their turn under the rate limits.", buckets=PACING_BUCKETS),
+    "call_duration": Family(Histogram, "agent_automation_tool_call_duration_seconds",
+                            "How long tool calls took, by tool.", ("tool",), CALL_BUCKETS),
+    "responses": Family(Counter, "agent_automation_http_responses", "Answers to /mcp requests by HTTP status.",
+                        ("status",), zeros=tuple((status,) for status in dict.fromkeys(
+                            (*(status for status, _ in REFUSALS), "200", "202", "500")))),
+    "refused": Family(
+        Counter, "agent_automation_http_refused", "/mcp requests refused before or by the MCP SDK, by HTTP status and "
+        f"reason ({', '.join(dict.fromkeys(reason for _, reason in REFUSALS))}, other).", ("status", "reason"),
+        zeros=REFUSALS),
+    "token_checks": Family(
+        Counter, "agent_automation_token_checks", "Questions to the service whether a token is valid, by verdict "
+        "(accepted, refused, or undecided: the service could not answer and the request went on).", ("verdict",),
+        zeros=tuple((verdict,) for verdict in VERDICTS.values())),
+    "verdicts_recalled": Family(
+        Counter, "agent_automation_token_verdicts_recalled", "Requests served on their token's earlier verdict (from "
+        "the last day) because the service could not answer its check."),
+    "listen_streams": Family(Gauge, "agent_automation_listen_streams",
+                             "Task listen streams (subscriptions/listen) open now on this replica."),
+    "listen_streams_limit": Family(Gauge, "agent_automation_listen_streams_limit",
+                                   "The most task listen streams one replica holds at once."),
+    "listen_refused": Family(
+        Counter, "agent_automation_listen_refused", "Task listen streams refused, by reason: tenant (its tenant, a "
+        "Codegen user, holds its share of this replica's streams) or replica (every stream of this replica is "
+        "taken).", ("reason",), zeros=tuple((reason,) for reason in LISTEN_REFUSALS)),
+    "oauth_requests": Family(
+        Counter, "agent_automation_oauth_requests", "Requests to the sign-in endpoints (authorize, consent, token, "
+        "register, revoke, metadata), by HTTP status and reason (ok, or why it was refused: rate_limited, "
+        "invalid_grant, invalid_client, expired, too_large...).", ("endpoint", "status", "reason")),
+    "open_connections": Family(Gauge, "agent_automation_open_connections",
+                               "HTTP requests being served now on this replica, streams included."),
+    "open_streams": Family(Gauge, "agent_automation_open_streams", "Responses streaming (SSE) now on this replica."),
+    "redis_up": Family(Gauge, "agent_automation_redis_up",
+                       "1 while the shared pacing store answers, 0 when it does not or none is configured."),
+    "redis_state": Family(Gauge, "agent_automation_redis_state", "1 for the shared pacing store's state now: "
+                          "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
+                          ("state",)),
+}
+
+
 class Metrics:
-    """Implements the server's `CallObserver` (and so the transport's `TransportObserver`)."""
+    """Implements the server's `CallObserver` (and so the transport's `TransportObserver`). Each family of
+    `FAMILIES` is the attribute its key names (`metrics.tool_calls`)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.tool_calls = Counter("agent_automation_tool_calls", "Tool calls by tool and outcome (ok or error kind).",
-                                  ("tool", "outcome"), registry=self.registry)
-        self.calls_in_flight = Gauge("agent_automation_tool_calls_in_flight", "Tool calls running now.",
-                                     registry=self.registry)
-        self.task_requests = Counter(
-            "agent_automation_task_requests", "Task requests (tasks/get, tasks/result, tasks/list, tasks/cancel) by "
-            "method and outcome (ok, rate_limited, invalid_params, still_working...).", ("method", "outcome"),
-            registry=self.registry)
-        self.task_requests_in_flight = Gauge("agent_automation_task_requests_in_flight",
-                                             "Task requests being answered now (tasks/result waits up to 35 s).",
-                                             registry=self.registry)
-        self.task_request_duration = Histogram("agent_automation_task_request_duration_seconds",
-                                               "How long task requests took, by method.", ("method",),
-                                               buckets=CALL_BUCKETS, registry=self.registry)
-        self.upstream_requests = Counter(
-            "agent_automation_upstream_requests",
-            "Requests sent to the service, once per rate-limit bucket they count against, by HTTP status "
-            "(or timeout, connection).", ("bucket", "status"), registry=self.registry)
-        self.pacing_wait = Histogram("agent_automation_pacing_wait_seconds",
-                                     "How long requests waited for their turn under the rate limits.",
-                                     buckets=PACING_BUCKETS, registry=self.registry)
-        self.call_duration = Histogram("agent_automation_tool_call_duration_seconds",
-                                       "How long tool calls took, by tool.", ("tool",), buckets=CALL_BUCKETS,
-                                       registry=self.registry)
-        self.responses = Counter("agent_automation_http_responses", "Answers to /mcp requests by HTTP status.",
-                                 ("status",), registry=self.registry)
-        self.refused = Counter(
-            "agent_automation_http_refused",
-            "/mcp requests refused before or by the MCP SDK, by HTTP status and reason "
-            f"({', '.join(dict.fromkeys(reason for _, reason in REFUSALS))}, other).",
-            ("status", "reason"), registry=self.registry)
-        self.token_checks = Counter(
-            "agent_automation_token_checks",
-            "Questions to the service whether a token is valid, by verdict (accepted, refused, or undecided: "
-            "the service could not answer and the request went on).", ("verdict",), registry=self.registry)
-        self.verdicts_recalled = Counter(
-            "agent_automation_token_verdicts_recalled",
-            "Requests served on their token's earlier verdict (from the last day) because the service could not "
-            "answer its check.", registry=self.registry)
-        self.listen_streams = Gauge("agent_automation_listen_streams",
-                                    "Task listen streams (subscriptions/listen) open now on this replica.",
-                                    registry=self.registry)
-        self.listen_streams_limit = Gauge("agent_automation_listen_streams_limit",
-                                          "The most task listen streams one replica holds at once.",
-                                          registry=self.registry)
-        self.listen_refused = Counter(
-            "agent_automation_listen_refused",
-            "Task listen streams refused, by reason: tenant (its tenant, a Codegen user, holds its share of this "
-            "replica's streams) or replica (every stream of this replica is taken).", ("reason",),
-            registry=self.registry)
-        self.oauth_requests = Counter(
-            "agent_automation_oauth_requests",
-            "Requests to the sign-in endpoints (authorize, consent, token, register, revoke, metadata), by HTTP status "
-            "and reason (ok, or why it was refused: rate_limited, invalid_grant, invalid_client, expired, "
-            "too_large...).", ("endpoint", "status", "reason"), registry=self.registry)
-        self.open_connections = Gauge("agent_automation_open_connections",
-                                      "HTTP requests being served now on this replica, streams included.",
-                                      registry=self.registry)
-        self.open_streams = Gauge("agent_automation_open_streams",
-                                  "Responses streaming (SSE) now on this replica.", registry=self.registry)
-        self.redis_up = Gauge("agent_automation_redis_up",
-                              "1 while the shared pacing store answers, 0 when it does not or none is configured.",
-                              registry=self.registry)
-        self.redis_state = Gauge("agent_automation_redis_state", "1 for the shared pacing store's state now: "
-                                 "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
-                                 ("state",), registry=self.registry)
         # Each labelled series, found once: `labels()` cost several times the count it finds, several times a call.
         # As many as the labels' values: tools, outcomes, buckets, statuses, reasons (a bounded set, as exported).
         self._series: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
-        for verdict in VERDICTS.values():
-            self._labelled(self.token_checks, verdict)
-        for status, reason in REFUSALS:
-            self._labelled(self.responses, status)
-            self._labelled(self.refused, status, reason)
-        for status in ("200", "202", "500"):
-            self._labelled(self.responses, status)
-        for reason in LISTEN_REFUSALS:
-            self._labelled(self.listen_refused, reason)
+        for attribute, family in FAMILIES.items():
+            metric = family.build(self.registry)
+            setattr(self, attribute, metric)
+            for values in family.zeros:
+                self._labelled(metric, *values)
 
     def _labelled(self, metric: MetricWrapperBase, *values: str) -> Any:
         """`metric.labels(*values)`, values in the order the metric declares its labels."""
