@@ -83,7 +83,7 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
     fix it."""
     problems = []
     for spec in all_tools():
-        module = Path(inspect.getfile(spec.handler)).relative_to(ROOT)
+        module = spec.source
         if stray := sorted(set(ANSWERS.get(spec.name, {})) - set(spec.operations)):
             problems.append(f"ANSWERS[{spec.name!r}] in {REGISTRY} names {stray}, which {spec.name} does not send "
                             f"(its toolset.tool(...) in {module} names {sorted(spec.operations)}): remove them")
@@ -110,6 +110,13 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
                         problems.append(f"{spec.name}'s result carries `{target}`, yet ANSWERS in {REGISTRY} says "
                                         f"{operation}'s `{field}` is left out: remove it from left_out")
                     continue
+                if field.startswith("[]") and answer.listed is None and "[]" not in answer.renamed:
+                    problems.append(
+                        f"operation {operation} ({operation_id}) answers a list, and {spec.name}'s result has no one "
+                        f"list field to carry its items: give its output model ({module}) one list field (a result "
+                        f"with exactly one carries a list answer's items), or map `[]` where the result has them in "
+                        f"ANSWERS[{spec.name!r}][{operation!r}].renamed in {REGISTRY}")
+                    break
                 if not carries(schema, target):
                     problems.append(
                         f"field `{field}` of operation {operation} ({operation_id}) is neither in {spec.name}'s "
@@ -134,19 +141,32 @@ async def test_every_field_the_service_answers_is_shown_or_left_out_with_its_rea
 @pytest.mark.anyio
 async def test_a_field_the_service_adds_fails_naming_the_field_the_operation_and_where_to_fix_it(
         openapi_document: dict[str, Any]) -> None:
-    """The next field the service adds cannot be dropped silently."""
+    """The next field the service adds cannot be dropped silently: each tool whose result shows an answer that grows
+    fails once, naming the field, the operation, the tool's module and this registry."""
     grown = copy.deepcopy(openapi_document)
     grown["components"]["schemas"]["AgentRunResponse"]["properties"]["parent_run_id"] = {"type": "integer"}
     grown["components"]["schemas"]["RepoResponse"]["properties"]["default_branch"] = {"type": "string"}
-    problems = unaccounted(grown, await _listed())
-    runs = [p for p in problems if "`parent_run_id`" in p]
-    assert {p.split(" of operation ")[1].split(" ")[0] for p in runs} == {
-        "create_agent_run", "get_agent_run", "resume_agent_run"}
-    assert any("`items[].parent_run_id`" in p and "list_agent_runs's result" in p for p in problems)
-    (repos,) = [p for p in problems if "default_branch" in p]
+    listed = await _listed()
+    before = set(unaccounted(openapi_document, listed))
+    problems = [problem for problem in unaccounted(grown, listed) if problem not in before]
+    expected = [(spec, operation, field) for spec in all_tools() for operation in spec.operations
+                if answer_for(spec.name, operation).read_for is None
+                and answer_for(spec.name, operation).whole is None
+                for operation_id in [OPERATIONS[operation].operation_id]
+                for field in answer_fields(grown, operation_id)
+                if field not in set(answer_fields(openapi_document, operation_id))]
+    assert {(spec.name, field) for spec, _, field in expected} >= {
+        ("create_agent_run", "parent_run_id"), ("get_agent_run", "parent_run_id"),
+        ("resume_agent_run", "parent_run_id"), ("list_agent_runs", "items[].parent_run_id"),
+        ("list_repositories", "items[].default_branch")}
+    for spec, operation, field in expected:
+        said = [p for p in problems if p.startswith(f"field `{field}` of operation {operation} ")
+                and f" in {spec.name}'s result " in p]
+        assert len(said) == 1, (spec.name, operation, field, problems)
+        assert spec.source in said[0] and str(REGISTRY) in said[0]
+    assert len(problems) == len(expected), problems
+    (repos,) = [p for p in problems if "default_branch" in p and "list_repositories's result" in p]
     assert "no `repositories[].default_branch` in its output schema" in repos
-    assert "src/agent_automation_mcp/tools/org.py" in repos and "src/agent_automation_mcp/tools/answers.py" in repos
-    assert len(problems) == 5, problems
 
 
 @pytest.mark.anyio
@@ -158,12 +178,16 @@ async def test_whatever_a_tool_lets_a_user_write_is_read_back_or_said_not_to_be(
             continue
         arguments = set(listed[spec.name]["inputSchema"].get("properties", {}))
         written = set(WRITTEN.get(spec.name, {}))
-        assert arguments - TARGETS <= written <= arguments, (
-            f"{spec.name} lets a user write {sorted(written)}: say where each is read back in WRITTEN "
-            f"({REGISTRY})")
+        unplaced, stray = sorted(arguments - TARGETS - written), sorted(written - arguments)
+        assert not unplaced, (f"{spec.name} lets a user write {unplaced}: say where each is read back (or that the "
+                              f"service does not return it) in WRITTEN[{spec.name!r}] in {REGISTRY}; an argument "
+                              "that names what the tool acts on goes in TARGETS there instead")
+        assert not stray, f"WRITTEN[{spec.name!r}] in {REGISTRY} names {stray}, which {spec.name} does not take"
         for argument, where in WRITTEN.get(spec.name, {}).items():
             readers = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", where)) & names
-            assert readers or re.search(r"\b(not|never) (returned|stored)\b", where), (spec.name, argument)
+            assert readers or re.search(r"\b(not|never) (returned|stored)\b", where), (
+                f"WRITTEN[{spec.name!r}][{argument!r}] in {REGISTRY} names no tool that reads it back and does not "
+                f"say it is not returned: {where!r}")
 
 
 def _words(text: str) -> str:
@@ -181,5 +205,8 @@ async def test_what_the_service_never_reports_is_said_once_where_a_model_looks()
         return any(_words(words) in _words(text) for text in described)
 
     for gap in NOT_REPORTED:
-        assert [name for name in listed if says(name, gap.said)] == [gap.tool], gap.said
+        saying = [name for name in listed if says(name, gap.said)]
+        assert saying == [gap.tool], (f"NOT_REPORTED in {REGISTRY} says {gap.tool}'s description says {gap.said!r}; "
+                                      f"the tools whose description says it: {saying}: say it in {gap.tool}'s "
+                                      "docstring (or an argument's description) and nowhere else")
     assert {"a run", "a pull request", "a repository"} <= {gap.about for gap in NOT_REPORTED}

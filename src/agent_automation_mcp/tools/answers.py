@@ -9,11 +9,14 @@ carries that a tool's result neither shows nor leaves out here with its reason f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Final
+from typing import Final, get_args, get_origin
+
+from pydantic import BaseModel
 
 from ..api.models import OAuthToken
+from .registry import all_tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,13 +26,15 @@ class Answer:
     Fields are named by their path in the answer (`items[].github_pull_requests[].id`). Each is in the result under
     the same path unless `renamed` maps it (or the field it is in) to another, or `whole` names where the answer is
     kept as it came; `left_out` gives the reason for each field the result does not carry. `read_for`: the tool
-    reads this operation only to find something, and its answer is not the result.
+    reads this operation only to find something, and its answer is not the result. `listed` is derived, never
+    written (`answer_for`): the result's one list field, which carries the items of an answer that is a bare list.
     """
 
     renamed: Mapping[str, str] = field(default_factory=dict)
     left_out: Mapping[str, str] = field(default_factory=dict)
     whole: str | None = None
     read_for: str | None = None
+    listed: str | None = None
 
     def result_path(self, path: str) -> str:
         """Where the result carries the answer's field `path` (the longest renamed prefix applies)."""
@@ -38,6 +43,8 @@ class Answer:
         for prefix in sorted(self.renamed, key=len, reverse=True):
             if path == prefix or path.startswith((f"{prefix}.", f"{prefix}[]")):
                 return self.renamed[prefix] + path[len(prefix):]
+        if self.listed is not None and path.startswith("[]"):
+            return self.listed + path
         return path
 
 
@@ -87,7 +94,6 @@ ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
     "list_users": {"list_users": Answer(renamed={"items": "users"}, left_out=_PAGE)},
     "list_repositories": {"list_repositories": Answer(renamed={"items": "repositories"}, left_out={
         **_PAGE, "items[].name": "the part of full_name after the slash"})},
-    "get_oauth_token_status": {"get_oauth_token_status": Answer(renamed={"[]": "tokens[]"})},
     "revoke_oauth_tokens": {
         "get_oauth_token_status": Answer(read_for="the provider as the service spells it, and its active tokens "
                                                   "before (active_before)"),
@@ -103,8 +109,21 @@ SHOWN: Final = Answer()  # every field of the answer is in the result under its 
 
 def answer_for(tool: str, operation: str) -> Answer:
     """How `tool`'s result carries the answer to `operation`: as ANSWERS says, else every field as it is (`SHOWN`),
-    which tests/tools/test_answers.py checks against the reference like any other entry."""
-    return ANSWERS.get(tool, {}).get(operation, SHOWN)
+    which tests/tools/test_answers.py checks against the reference like any other entry. Either way an answer that
+    is a bare list has its items in the result's one list field (`get_oauth_token_status`: `[]` is `tokens[]`),
+    unless the entry maps `[]` itself."""
+    declared = ANSWERS.get(tool, {}).get(operation, SHOWN)
+    if "[]" in declared.renamed or declared.whole is not None:
+        return declared
+    (output,) = [spec.output for spec in all_tools() if spec.name == tool]
+    listed = _list_fields(output)
+    return replace(declared, listed=listed[0]) if len(listed) == 1 else declared
+
+
+def _list_fields(model: type[BaseModel]) -> list[str]:
+    """The fields of `model` that hold a list (`list[X]`, or `list[X] | None`)."""
+    return [name for name, info in model.model_fields.items()
+            if list in {get_origin(info.annotation), *(get_origin(arg) for arg in get_args(info.annotation))}]
 
 
 # Fields the service sends that the OpenAPI does not declare (codegen-api-facts.md, section 6): its OAuth token
