@@ -22,8 +22,8 @@ from agent_automation_mcp import trace_provider
 from agent_automation_mcp.cli import PROG, build_parser
 from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
 from agent_automation_mcp.remote.rpc_request import BODY_SECONDS, MAX_ID_CHARS, MAX_METHOD_CHARS
-from agent_automation_mcp.tools.answers import ANSWERS, NOT_REPORTED, WRITTEN
-from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED
+from agent_automation_mcp.tools.answers import NOT_REPORTED, WRITTEN, answer_for
+from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED, all_tools
 from budget import measure
 from catalogue import CASES
 
@@ -86,9 +86,10 @@ def answers_reference() -> str:
     back, and what the service never reports: `tools/answers.py` as tables."""
     left_out: dict[tuple[str, str], list[str]] = {}  # (fields, why) -> tools
     lookups: list[str] = []
-    for tool, declared in ANSWERS.items():
-        by_reason: dict[str, list[str]] = {}
-        for operation, answer in declared.items():
+    for spec in all_tools():
+        tool, by_reason = spec.name, dict[str, list[str]]()
+        for operation in spec.operations:
+            answer = answer_for(tool, operation)
             for name, why in answer.left_out.items():
                 by_reason.setdefault(why, [])
                 if name not in by_reason[why]:
@@ -139,9 +140,12 @@ def test_the_generated_references_are_their_sources(page: Path, begin: str, end:
     if os.environ.get("UPDATE_DOCS") == "1":
         page.write_text(text.replace(current, generated))
         current = generated
-    drifted = [line for line in generated.splitlines() if line not in current.splitlines()]
-    assert current == generated, (f"{page.name} drifted from its source (first line it lacks: "
-                                  f"{(drifted or [''])[0][:200]!r}): run UPDATE_DOCS=1 on tests/test_docs.py")
+    lacks = [line for line in generated.splitlines() if line not in current.splitlines()]
+    stale = [line for line in current.splitlines() if line not in generated.splitlines()]
+    said = f"first line it lacks: {lacks[0][:200]!r}" if lacks else (
+        f"first line its source no longer makes: {stale[0][:200]!r}" if stale else "its lines are out of order")
+    assert current == generated, (f"docs/{page.name} drifted from its source ({said}): UPDATE_DOCS=1 "
+                                  ".venv/bin/pytest tests/test_docs.py rewrites it")
 
 
 def test_the_flags_reference_names_every_command() -> None:

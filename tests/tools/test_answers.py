@@ -20,7 +20,15 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools import answers
-from agent_automation_mcp.tools.answers import ANSWERS, BEYOND_OPENAPI, NOT_REPORTED, TARGETS, WRITTEN, answer_for
+from agent_automation_mcp.tools.answers import (
+    ANSWERS,
+    BEYOND_OPENAPI,
+    CARRIED,
+    NOT_REPORTED,
+    TARGETS,
+    WRITTEN,
+    answer_for,
+)
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
 ROOT = Path(__file__).parents[2]
@@ -101,8 +109,9 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
                             *(prefix for prefix in answer.renamed
                               if not any(f == prefix or f.startswith((f"{prefix}.", f"{prefix}[]")) for f in fields))})
             if stale:
-                problems.append(f"ANSWERS[{spec.name!r}][{operation!r}] in {REGISTRY} names {stale}, which "
-                                f"{operation} ({operation_id}) does not answer: remove them")
+                problems.append(f"ANSWERS[{spec.name!r}][{operation!r}] in {REGISTRY}, or CARRIED there for a model "
+                                f"of {spec.name}'s result, names {stale}, which {operation} ({operation_id}) does not "
+                                "answer: remove them")
             for field in fields:
                 target = answer.result_path(field)
                 if field in answer.left_out:
@@ -123,8 +132,9 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
                         f"result (no `{target}` in its output schema) nor left out with a reason: show it in the "
                         f"tool's output model ({module}), map it where the result has it in "
                         f"ANSWERS[{spec.name!r}][{operation!r}].renamed, or add it with why it is left out to "
-                        f"ANSWERS[{spec.name!r}][{operation!r}].left_out in {REGISTRY} (docs/tools.md is generated "
-                        f"from it: UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py)")
+                        f"ANSWERS[{spec.name!r}][{operation!r}].left_out in {REGISTRY} (or to CARRIED there, for "
+                        "every tool whose result holds the same model; docs/tools.md is generated from them: "
+                        "UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py)")
     return problems
 
 
@@ -133,7 +143,8 @@ async def test_every_field_the_service_answers_is_shown_or_left_out_with_its_rea
         openapi_document: dict[str, Any]) -> None:
     problems = unaccounted(openapi_document, await _listed())
     assert not problems, "\n".join(problems)
-    reasons = [reason for declared in ANSWERS.values() for answer in declared.values()
+    answers = [*(answer for declared in ANSWERS.values() for answer in declared.values()), *CARRIED.values()]
+    reasons = [reason for answer in answers
                for reason in (*answer.left_out.values(), *([answer.read_for] if answer.read_for else []))]
     assert reasons and all(len(reason) > 20 for reason in reasons)
 
