@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,12 +108,12 @@ def C(operation: str, status: int, **kwargs: Any) -> Case:  # short: it reads li
     return Case(operation, status, **kwargs)
 
 
-def derived_cases(contract: Contract) -> list[Case]:
+def derived_cases(contract: Contract, operations: Iterable[Operation] = OPERATIONS.values()) -> list[Case]:
     """The cases every read answers alike, derived for each read that takes no required query parameter and whose path
     ids `SEEDED` knows: 200 with seeded ids, 403 in an organisation the token cannot see, 404 for an id that names
     nothing, 422 for an id that is not a number. A new read needs no `CASES` entry for these."""
     cases = []
-    for op in OPERATIONS.values():
+    for op in operations:
         path_ids = [name for name in op.path_params if name != "org_id"]
         if not op.read_only or contract.required_query(op) or any(name not in SEEDED for name in path_ids):
             continue
@@ -270,6 +270,24 @@ def test_every_operation_answers_within_the_contract(contract: Contract, server:
     assert not missing, (f"statuses the reference declares that no case provokes: {sorted(missing)}: add a Case for "
                          f"each to CASES in {HERE} (a read over ids SEEDED knows gets 200, 403, 404 and 422 derived), "
                          "or put it in UNREACHABLE there with why it cannot be provoked")
+
+
+def test_a_new_read_gets_its_cases_derived_and_a_write_does_not(contract: Contract) -> None:
+    """What the guide promises a new read operation: no CASES entry for 200, 403, 404 and 422."""
+    document = json.loads(json.dumps(contract.document))
+    user = document["paths"]["/v1/organizations/{org_id}/users/{user_id}"]["get"]
+    path = "/v1/organizations/{org_id}/repos/{repo_id}"
+    document["paths"][path] = {"get": {**user, "operationId": "get_repository", "parameters": [
+        {**p, "name": "repo_id"} if p["name"] == "user_id" else p for p in user["parameters"]]}}
+    scratch = Contract(document)
+    read = Operation("get_repository", "GET", path, "get_repository", ("standard",), retry_safe=True, read_only=True)
+    assert [(c.status, c.path, c.org_id) for c in derived_cases(scratch, [read])] == [
+        (200, {"repo_id": ids.WRITABLE_REPO_ID}, ORG), (403, {"repo_id": ids.WRITABLE_REPO_ID}, FORBIDDEN),
+        (404, {"repo_id": UNKNOWN_ID}, ORG), (422, {"repo_id": "x"}, ORG)]
+    unknown_kind = Operation("get_thing", "GET", "/v1/organizations/{org_id}/things/{thing_id}", "get_repository",
+                             ("standard",), retry_safe=True, read_only=True)
+    assert derived_cases(scratch, [OPERATIONS["create_agent_run"], OPERATIONS["get_check_suite_settings"],
+                                   unknown_kind]) == []  # a write, a required query, an id SEEDED does not know
 
 
 def test_429_answers_fit_the_contract_for_every_operation(contract: Contract) -> None:

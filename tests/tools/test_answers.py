@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from agent_automation_mcp.api import models
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
@@ -25,11 +26,17 @@ from agent_automation_mcp.tools.answers import (
     BEYOND_OPENAPI,
     CARRIED,
     NOT_REPORTED,
+    SHOWN,
     TARGETS,
     WRITTEN,
+    Answer,
     answer_for,
+    derived_answer,
 )
+from agent_automation_mcp.tools.org import Repository
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+from agent_automation_mcp.tools.results import Output
+from agent_automation_mcp.tools.runs import WaitedRun
 
 ROOT = Path(__file__).parents[2]
 REGISTRY = Path(inspect.getfile(answers)).relative_to(ROOT)
@@ -105,13 +112,13 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
             fields = [*answer_fields(document, operation_id), *BEYOND_OPENAPI.get(operation, ())]
             if answer.whole is not None and not carries(schema, answer.whole):
                 problems.append(f"{spec.name}'s result has no `{answer.whole}` for the whole answer of {operation}")
-            stale = sorted({*(set(answer.left_out) - set(fields)),
-                            *(prefix for prefix in answer.renamed
+            declared = ANSWERS.get(spec.name, {}).get(operation, SHOWN)  # what the rules add may not apply
+            stale = sorted({*(set(declared.left_out) - set(fields)),
+                            *(prefix for prefix in declared.renamed
                               if not any(f == prefix or f.startswith((f"{prefix}.", f"{prefix}[]")) for f in fields))})
             if stale:
-                problems.append(f"ANSWERS[{spec.name!r}][{operation!r}] in {REGISTRY}, or CARRIED there for a model "
-                                f"of {spec.name}'s result, names {stale}, which {operation} ({operation_id}) does not "
-                                "answer: remove them")
+                problems.append(f"ANSWERS[{spec.name!r}][{operation!r}] in {REGISTRY} names {stale}, which "
+                                f"{operation} ({operation_id}) does not answer: remove them")
             for field in fields:
                 target = answer.result_path(field)
                 if field in answer.left_out:
@@ -147,6 +154,23 @@ async def test_every_field_the_service_answers_is_shown_or_left_out_with_its_rea
     reasons = [reason for answer in answers
                for reason in (*answer.left_out.values(), *([answer.read_for] if answer.read_for else []))]
     assert reasons and all(len(reason) > 20 for reason in reasons)
+
+
+@pytest.mark.anyio
+async def test_what_carried_says_of_a_model_applies_to_a_tool_returning_it(openapi_document: dict[str, Any]) -> None:
+    """Each field CARRIED names is a field of an answer shown by some tool whose result holds the model, so a name
+    written wrong there cannot pass for a rule."""
+    unused = {(model.__name__, name) for model, carried in CARRIED.items() for name in [*carried.renamed,
+                                                                                      *carried.left_out]}
+    for spec in all_tools():
+        for operation in spec.operations:
+            fields = set(answer_fields(openapi_document, OPERATIONS[operation].operation_id))
+            answer = answer_for(spec.name, operation)
+            applied = {path for path in [*answer.renamed, *answer.left_out] if path in fields}
+            unused -= {(model, name) for model, name in unused
+                       if any(path == name or path.endswith(f".{name}") for path in applied)}
+    assert not unused, (f"CARRIED in {REGISTRY} names fields that no answer shown by a tool returning the model has: "
+                        f"{sorted(unused)}: correct or remove them")
 
 
 @pytest.mark.anyio
@@ -221,3 +245,34 @@ async def test_what_the_service_never_reports_is_said_once_where_a_model_looks()
                                       f"the tools whose description says it: {saying}: say it in {gap.tool}'s "
                                       "docstring (or an argument's description) and nowhere else")
     assert {"a run", "a pull request", "a repository"} <= {gap.about for gap in NOT_REPORTED}
+
+
+class _Providers(Output):
+    providers: list[models.OAuthProvider]
+
+
+class _Two(Output):
+    first: list[int]
+    second: list[int] | None = None
+
+
+class _Holder(Output):
+    repository: Repository | None = None
+    runs: list[WaitedRun]
+
+
+def test_the_rules_spare_a_new_tool_an_entry_the_guide_says_it_needs_not() -> None:
+    """A result with one list field carries a bare-list answer's items there; a result holding a model of CARRIED (or
+    a subclass of one, in a list, or under a field the entry renames) gets what CARRIED says of it, at that place."""
+    listed = derived_answer(_Providers, SHOWN)
+    assert listed.result_path("[].issuer") == "providers[].issuer"
+    assert listed.answer_paths("providers[]") == {"[]", "providers[]"}  # a bare list, or a field of that name
+    assert derived_answer(_Two, SHOWN).result_path("[].x") == "[].x"  # two lists: the entry must say which
+    held = derived_answer(_Holder, SHOWN)
+    assert held.left_out == {"repository.name": CARRIED[Repository].left_out["name"]}
+    assert held.result_path("runs[].github_pull_requests[].id") == "runs[].pull_requests[].pr_id"
+    paged = derived_answer(_Holder, Answer(renamed={"items": "runs"}, left_out={"page": "a reason long enough"}))
+    assert paged.result_path("items[].github_pull_requests[].url") == "runs[].pull_requests[].url"
+    assert paged.left_out["page"] == "a reason long enough" and "repository.name" in paged.left_out
+    whole = Answer(whole="response")
+    assert derived_answer(_Holder, whole) is whole

@@ -49,14 +49,15 @@ class Answer:
             return self.listed + path
         return path
 
-    def answer_path(self, result_path: str) -> str:
-        """The field of the answer that the result carries at `result_path`: `result_path` the other way."""
+    def answer_paths(self, result_path: str) -> set[str]:
+        """The fields of the answer the result may carry at `result_path` (`result_path` the other way): under the
+        `listed` field, the item of a bare list as well as the field of the same name."""
         for prefix, renamed in sorted(self.renamed.items(), key=lambda item: len(item[1]), reverse=True):
             if result_path == renamed or result_path.startswith((f"{renamed}.", f"{renamed}[]")):
-                return prefix + result_path[len(renamed):]
+                return {prefix + result_path[len(renamed):]}
         if self.listed is not None and result_path.startswith(f"{self.listed}[]"):
-            return result_path[len(self.listed):]
-        return result_path
+            return {result_path, result_path[len(self.listed):]}
+        return {result_path}
 
     def within(self, answer_at: str, result_at: str) -> Answer:
         """This answer of one resource, for a result that carries the resource at `answer_at` at `result_at`."""
@@ -132,17 +133,24 @@ def answer_for(tool: str, operation: str) -> Answer:
     with what CARRIED says of each model its result holds; tests/tools/test_answers.py checks the whole against the
     reference. An answer that is a bare list has its items in the result's one list field (`get_oauth_token_status`:
     `[]` is `tokens[]`), unless the entry maps `[]` itself."""
-    answer = ANSWERS.get(tool, {}).get(operation, SHOWN)
+    (output,) = [spec.output for spec in all_tools() if spec.name == tool]
+    return derived_answer(output, ANSWERS.get(tool, {}).get(operation, SHOWN))
+
+
+def derived_answer(output: type[BaseModel], answer: Answer) -> Answer:
+    """`answer`, declared for a result of model `output`, with the two rules applied: a bare list's items in the one
+    list field, and what CARRIED says of each model the result holds."""
     if answer.whole is not None or answer.read_for is not None:
         return answer
-    (output,) = [spec.output for spec in all_tools() if spec.name == tool]
     listed = [name for name, info in output.model_fields.items() if _unwrapped(info.annotation)[1]]
     if "[]" not in answer.renamed and len(listed) == 1:
         answer = replace(answer, listed=listed[0])
     for result_at, model in _models_in(output):
         carried = next((CARRIED[base] for base in model.__mro__ if base in CARRIED), None)
-        if carried is not None:
-            inner = carried.within(answer.answer_path(result_at), result_at)
+        if carried is None:
+            continue
+        for answer_at in answer.answer_paths(result_at):
+            inner = carried.within(answer_at, result_at)
             answer = replace(answer, renamed={**inner.renamed, **answer.renamed},
                              left_out={**inner.left_out, **answer.left_out})
     return answer
