@@ -103,8 +103,8 @@ def catalogue_gap(listed: Sequence[str], cases: Iterable[ToolCase] = CASES, *, o
         return ""
     unlisted = [name for name in listed if name not in expected]
     missing = [name for name in expected if name not in listed]
-    problems = [f"the server lists {', '.join(unlisted)}, which no ToolCase here names with that toolset and "
-                "effect: add a ToolCase for each to tests/catalogue.py, in listing order (or correct its ToolCase)"
+    problems = [f"the server lists {', '.join(unlisted)}, which no ToolCase in tests/catalogue.py names with that "
+                "toolset and effect: add one for each there, in listing order (or correct its ToolCase)"
                 ] if unlisted else []
     if missing:
         problems.append(f"ToolCases in tests/catalogue.py the server does not list: {', '.join(missing)}: declare "

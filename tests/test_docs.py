@@ -183,6 +183,24 @@ def test_the_guide_names_files_and_tests_that_exist() -> None:
         assert found and any(f"def {test}(" in path.read_text() for path in found), f"{file}::{test}"
 
 
+def test_the_guide_counts_what_it_lists_and_what_its_walk_found() -> None:
+    """Each row of the guide's table lists as many files as it counts, the walk at its end found those counts, and
+    every constant and failure message it names is in the code, so a renamed one cannot leave the guide behind."""
+    text = GUIDE.read_text()
+    rows = re.findall(r"^\| (A [^|]+) \| (\d+) \| ([^|]+) \|", text, re.M)
+    assert len(rows) == 3
+    for what, count, which in rows:
+        listed = re.sub(r"\([^)]*\)", "", which).split(",")
+        assert len(listed) == int(count), f"the guide counts {count} files for {what!r} and lists {len(listed)}"
+    walked = re.findall(r"\*\*(\d+) files\*\* by hand", text.split("## How these counts were made")[1])
+    assert walked == [count for _, count, _ in rows], "the guide's table and its walk disagree: walk it again"
+    code = "\n".join(path.read_text() for top in ("src", "tests") for path in (ROOT / top).rglob("*.py"))
+    for name in set(re.findall(r"`(_?[A-Z][A-Z_]{3,})`", text)):
+        assert re.search(rf"^\s*{name}\b[^=\n]*=", code, re.M), f"the guide names {name}, which no module defines"
+    for message in re.findall(r"\(`([a-z]+(?: [a-z]+)+)`", text):
+        assert message in code, f"the guide quotes the failure {message!r}, which no code says any more"
+
+
 def _blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
