@@ -29,7 +29,7 @@ class Answer:
     the same path unless `renamed` maps it (or the field it is in) to another, or `whole` names where the answer is
     kept as it came; `left_out` gives the reason for each field the result does not carry. `read_for`: the tool
     reads this operation only to find something, and its answer is not the result. `listed` is derived, never
-    written (`answer_for`): the result's one list field, which carries the items of an answer that is a bare list.
+    written (`derived_answer`): the result's one list field, which carries the items of an answer that is a bare list.
     """
 
     renamed: Mapping[str, str] = field(default_factory=dict)
@@ -83,7 +83,7 @@ _EDIT: Final = Answer(left_out={
 _PREVIOUS: Final = Answer(whole="previous")
 
 # Per tool, the operations it may send (as `toolset.tool` names them) whose answer reaches the result otherwise than
-# field for field under the same names; an operation not named here is `SHOWN` (see `answer`).
+# field for field under the same names; an operation not named here is `SHOWN` (see `answer_for`).
 ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
     "list_agent_runs": {"list_agent_runs": Answer(renamed={"items": "runs"}, left_out=_PAGE)},
     "get_agent_run_logs": {"get_agent_run_logs": Answer(
