@@ -8,6 +8,7 @@ tool does not do. Adding a tool means adding one `ToolCase`, in listing order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -92,6 +93,25 @@ CASES: Final[tuple[ToolCase, ...]] = (
     _case("test_webhook", "webhooks", "writes", url=HOOK_URL),
 )
 BY_NAME: Final = {case.name: case for case in CASES}
+
+
+def catalogue_gap(listed: Sequence[str], cases: Iterable[ToolCase] = CASES, *, ordered: bool = True) -> str:
+    """What a server's listing of tools has beyond `cases` or lacks of them, said with the file to fix ("" when it
+    lists exactly them, in their order unless not `ordered`): for every test that holds a listing to the catalogue."""
+    expected = [case.name for case in cases]
+    if (list(listed) if ordered else sorted(listed)) == (expected if ordered else sorted(expected)):
+        return ""
+    unlisted = [name for name in listed if name not in expected]
+    missing = [name for name in expected if name not in listed]
+    problems = [f"the server lists {', '.join(unlisted)}, which no ToolCase in tests/catalogue.py names with that "
+                "toolset and effect: add one for each there, in listing order (or correct its ToolCase)"
+                ] if unlisted else []
+    if missing:
+        problems.append(f"ToolCases in tests/catalogue.py the server does not list: {', '.join(missing)}: declare "
+                        "each in the toolset its ToolCase names (toolset.tool(...) in tools/<toolset>.py), or "
+                        "correct its ToolCase")
+    return "; ".join(problems) or (f"tests/catalogue.py lists {expected}, the server {list(listed)}: order the "
+                                   "ToolCases as the toolsets declare their tools")
 
 
 def calls(cases: tuple[ToolCase, ...] | list[ToolCase] = CASES) -> dict[str, dict[str, Any]]:

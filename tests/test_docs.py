@@ -22,8 +22,8 @@ from agent_automation_mcp import trace_provider
 from agent_automation_mcp.cli import PROG, build_parser
 from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
 from agent_automation_mcp.remote.rpc_request import BODY_SECONDS, MAX_ID_CHARS, MAX_METHOD_CHARS
-from agent_automation_mcp.tools.answers import ANSWERS, NOT_REPORTED, WRITTEN
-from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED
+from agent_automation_mcp.tools.answers import NOT_REPORTED, WRITTEN, answer_for
+from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED, all_tools
 from budget import measure
 from catalogue import CASES
 
@@ -86,9 +86,10 @@ def answers_reference() -> str:
     back, and what the service never reports: `tools/answers.py` as tables."""
     left_out: dict[tuple[str, str], list[str]] = {}  # (fields, why) -> tools
     lookups: list[str] = []
-    for tool, declared in ANSWERS.items():
-        by_reason: dict[str, list[str]] = {}
-        for operation, answer in declared.items():
+    for spec in all_tools():
+        tool, by_reason = spec.name, dict[str, list[str]]()
+        for operation in spec.operations:
+            answer = answer_for(tool, operation)
             for name, why in answer.left_out.items():
                 by_reason.setdefault(why, [])
                 if name not in by_reason[why]:
@@ -139,9 +140,12 @@ def test_the_generated_references_are_their_sources(page: Path, begin: str, end:
     if os.environ.get("UPDATE_DOCS") == "1":
         page.write_text(text.replace(current, generated))
         current = generated
-    drifted = [line for line in generated.splitlines() if line not in current.splitlines()]
-    assert current == generated, (f"{page.name} drifted from its source (first line it lacks: "
-                                  f"{(drifted or [''])[0][:200]!r}): run UPDATE_DOCS=1 on tests/test_docs.py")
+    lacks = [line for line in generated.splitlines() if line not in current.splitlines()]
+    stale = [line for line in current.splitlines() if line not in generated.splitlines()]
+    said = f"first line it lacks: {lacks[0][:200]!r}" if lacks else (
+        f"first line its source no longer makes: {stale[0][:200]!r}" if stale else "its lines are out of order")
+    assert current == generated, (f"docs/{page.name} drifted from its source ({said}): UPDATE_DOCS=1 "
+                                  ".venv/bin/pytest tests/test_docs.py rewrites it")
 
 
 def test_the_flags_reference_names_every_command() -> None:
@@ -170,6 +174,24 @@ def test_the_guide_names_files_and_tests_that_exist() -> None:
     for file, test in re.findall(r"`([\w/]*test_\w+\.py)::(\w+)`", text):
         found = list((ROOT / "tests").rglob(Path(file).name))
         assert found and any(f"def {test}(" in path.read_text() for path in found), f"{file}::{test}"
+
+
+def test_the_guide_counts_what_it_lists_and_what_its_walk_found() -> None:
+    """Each row of the guide's table lists as many files as it counts, the walk at its end found those counts, and
+    every constant and failure message it names is in the code, so a renamed one cannot leave the guide behind."""
+    text = GUIDE.read_text()
+    rows = re.findall(r"^\| (A [^|]+) \| (\d+) \| ([^|]+) \|", text, re.M)
+    assert len(rows) == 3
+    for what, count, which in rows:
+        listed = re.sub(r"\([^)]*\)", "", which).split(",")
+        assert len(listed) == int(count), f"the guide counts {count} files for {what!r} and lists {len(listed)}"
+    walked = re.findall(r"\*\*(\d+) files\*\* by hand", text.split("## How these counts were made")[1])
+    assert walked == [count for _, count, _ in rows], "the guide's table and its walk disagree: walk it again"
+    code = "\n".join(path.read_text() for top in ("src", "tests") for path in (ROOT / top).rglob("*.py"))
+    for name in set(re.findall(r"`(_?[A-Z][A-Z_]{3,})`", text)):
+        assert re.search(rf"^\s*{name}\b[^=\n]*=", code, re.M), f"the guide names {name}, which no module defines"
+    for message in re.findall(r"\(`([a-z]+(?: [a-z]+)+)`", text):
+        assert message in code, f"the guide quotes the failure {message!r}, which no code says any more"
 
 
 def _blocks(text: str, language: str) -> list[str]:

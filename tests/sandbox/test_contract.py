@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,13 +16,21 @@ from jsonschema import Draft202012Validator
 
 from agent_automation_mcp.api.limits import RateLimit, parse_rate_limits
 from agent_automation_mcp.api.operations import EXCLUDED_OPERATIONS, OPERATIONS, Operation
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer, ids
 from agent_automation_mcp.tools.answers import BEYOND_OPENAPI
+from agent_automation_mcp.tools.declarations import source_file
 
 from .conftest import client_for
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "codegen-openapi.json"
+HERE = "tests/sandbox/test_contract.py"
+TABLE = source_file(Operation)
 ORG, FORBIDDEN = 1, 2
+# A seeded id of the demo organisation for each path parameter (sandbox/ids.py), and one that names nothing: what the
+# cases derived for a read send (`derived_cases`).
+SEEDED = {"user_id": ids.DEMO_USER_ID, "repo_id": ids.WRITABLE_REPO_ID, "pr_id": ids.PR_ID,
+          "agent_run_id": ids.RUN_WITH_PR_ID, "sandbox_id": ids.SANDBOX_WITH_LOGS}
+UNKNOWN_ID = 999_999
 # Declared in the OpenAPI but impossible to provoke: `/v1/users/me` names no organisation to be refused, and
 # operations without parameters have nothing to get wrong (the 422 comes from the optional header parameter).
 # A 500 comes only from fault injection (see test_faults.py).
@@ -44,6 +52,10 @@ class Contract:
 
     def declared(self, op: Operation) -> dict[str, Any]:
         return self.by_operation_id[op.operation_id][2]["responses"]
+
+    def required_query(self, op: Operation) -> list[str]:
+        parameters = self.by_operation_id[op.operation_id][2].get("parameters", [])
+        return [p["name"] for p in parameters if p["in"] == "query" and p.get("required")]
 
     def schema(self, op: Operation, status: int) -> dict[str, Any] | None:
         response = self.declared(op).get(str(status))
@@ -96,34 +108,40 @@ def C(operation: str, status: int, **kwargs: Any) -> Case:  # short: it reads li
     return Case(operation, status, **kwargs)
 
 
-# In order: cases that change state come after the ones that read it.
+def derived_cases(contract: Contract, operations: Iterable[Operation] = OPERATIONS.values()) -> list[Case]:
+    """The cases every read answers alike, derived for each read that takes no required query parameter and whose path
+    ids `SEEDED` knows: 200 with seeded ids, 403 in an organisation the token cannot see, 404 for an id that names
+    nothing, 422 for an id that is not a number. A new read needs no `CASES` entry for these."""
+    cases = []
+    for op in operations:
+        path_ids = [name for name in op.path_params if name != "org_id"]
+        if not op.read_only or contract.required_query(op) or any(name not in SEEDED for name in path_ids):
+            continue
+        seeded = {name: SEEDED[name] for name in path_ids}
+        cases.append(Case(op.name, 200, path=seeded))
+        if "org_id" in op.path_params:
+            cases.append(Case(op.name, 403, path=seeded, org_id=FORBIDDEN))
+        if path_ids:
+            last = path_ids[-1]
+            cases += [Case(op.name, 404, path={**seeded, last: UNKNOWN_ID}), Case(op.name, 422, path={**seeded,
+                                                                                                    last: "x"})]
+        elif "org_id" in op.path_params:
+            cases.append(Case(op.name, 422, org_id="x"))
+    return cases
+
+
+# What the derived cases cannot tell: other arguments, other records, and every write. In order: cases that change
+# state come after the ones that read it (the derived ones are sent first).
 CASES = [
-    C("list_organizations", 200), C("list_organizations", 200, query={"skip": 0, "limit": 1}),
-    C("list_organizations", 422, query={"limit": 0}),
-    C("get_current_user", 200),
-    C("list_users", 200, query={"limit": 3}), C("list_users", 403, org_id=FORBIDDEN),
-    C("list_users", 422, query={"skip": -1}),
-    C("get_user", 200, path={"user_id": 101}), C("get_user", 404, path={"user_id": 999999}),
-    C("get_user", 403, path={"user_id": 101}, org_id=FORBIDDEN), C("get_user", 422, path={"user_id": "me"}),
-    C("list_repositories", 200), C("list_repositories", 422, query={"limit": 101}),
-    C("list_repositories", 403, org_id=FORBIDDEN),
-    C("list_integrations", 200), C("list_integrations", 403, org_id=FORBIDDEN),
-    C("list_integrations", 422, org_id="one"),
-    C("list_models", 200), C("list_models", 403, org_id=FORBIDDEN), C("list_models", 422, org_id="x"),
-    C("list_mcp_providers", 200),
-    C("get_cli_rules", 200), C("get_cli_rules", 403, org_id=FORBIDDEN), C("get_cli_rules", 422, org_id="x"),
-    C("get_agent_run", 200, path={"agent_run_id": 401}), C("get_agent_run", 200, path={"agent_run_id": 402}),
-    C("get_agent_run", 404, path={"agent_run_id": 999999}),
-    C("get_agent_run", 403, path={"agent_run_id": 401}, org_id=FORBIDDEN),
-    C("get_agent_run", 422, path={"agent_run_id": "abc"}),
-    C("list_agent_runs", 200), C("list_agent_runs", 200, query={"source_type": "API", "user_id": 101, "limit": 2}),
-    C("list_agent_runs", 422, query={"source_type": "CARRIER_PIGEON"}), C("list_agent_runs", 403, org_id=FORBIDDEN),
-    C("get_agent_run_logs", 200, path={"agent_run_id": 401}),
+    C("list_organizations", 200, query={"skip": 0, "limit": 1}), C("list_organizations", 422, query={"limit": 0}),
+    C("list_users", 200, query={"limit": 3}), C("list_users", 422, query={"skip": -1}),
+    C("list_repositories", 422, query={"limit": 101}),
+    C("get_agent_run", 200, path={"agent_run_id": 402}),
+    C("list_agent_runs", 200, query={"source_type": "API", "user_id": 101, "limit": 2}),
+    C("list_agent_runs", 422, query={"source_type": "CARRIER_PIGEON"}),
     C("get_agent_run_logs", 200, path={"agent_run_id": 409}, query={"skip": 200, "limit": 100, "reverse": "true"}),
     C("get_agent_run_logs", 200, path={"agent_run_id": 404}, use_fallback=True),
-    C("get_agent_run_logs", 404, path={"agent_run_id": 999999}),
     C("get_agent_run_logs", 404, path={"agent_run_id": 999999}, use_fallback=True),
-    C("get_agent_run_logs", 403, path={"agent_run_id": 401}, org_id=FORBIDDEN),
     C("get_agent_run_logs", 422, path={"agent_run_id": 401}, query={"limit": 500}),
     C("get_check_suite_settings", 200, query={"repo_id": 201}), C("get_check_suite_settings", 422),
     C("get_check_suite_settings", 404, query={"repo_id": 999999}),
@@ -135,7 +153,6 @@ CASES = [
     C("revoke_oauth_tokens", 200, query={"provider": "linear", "org_id": ORG}),
     C("revoke_oauth_tokens", 422, query={"org_id": ORG}),
     C("revoke_oauth_tokens", 403, query={"provider": "linear", "org_id": FORBIDDEN}),
-    C("get_webhook", 200), C("get_webhook", 403, org_id=FORBIDDEN), C("get_webhook", 422, org_id="x"),
     C("set_webhook", 200, body={"url": "https://example.com/hook", "secret": "s3cret"}),
     C("set_webhook", 422, body={"url": "not a url"}), C("set_webhook", 422, raw=b"{oops"),
     C("test_webhook", 200, body={"url": "https://example.com/hook"}), C("test_webhook", 422, body={}),
@@ -224,34 +241,65 @@ def test_the_vendored_openapi_is_the_shared_reference(openapi_document: dict[str
 
 def test_the_table_serves_the_openapi_paths_and_methods(contract: Contract) -> None:
     """Every operation of the OpenAPI is in the table (or deliberately left out), at the same method and path."""
-    assert set(contract.by_operation_id) == {op.operation_id for op in OPERATIONS.values()} | set(EXCLUDED_OPERATIONS)
+    known = {op.operation_id for op in OPERATIONS.values()} | set(EXCLUDED_OPERATIONS)
+    unserved = sorted(" ".join(contract.by_operation_id[name][:2]) + f" ({name})"
+                      for name in set(contract.by_operation_id) - known)
+    assert not unserved, (f"the reference has {unserved}, which the table does not serve: add a line to OPERATIONS "
+                          f"in {TABLE}, or to EXCLUDED_OPERATIONS there with the reason")
+    unknown = sorted(op.name for op in OPERATIONS.values() if op.operation_id not in contract.by_operation_id)
+    assert not unknown, f"{unknown} in {TABLE} name operationIds the reference does not have: correct them"
     for op in OPERATIONS.values():
         method, path, _ = contract.by_operation_id[op.operation_id]
-        assert method == op.method
-        assert path in {op.path, op.fallback_path}, op.name
+        assert (method, path) in {(op.method, op.path), (op.method, op.fallback_path)}, (
+            f"the reference serves {op.name} at {method} {path}, {TABLE} at {op.method} {op.path}: correct its line")
 
 
 def test_every_operation_answers_within_the_contract(contract: Contract, server: SandboxServer) -> None:
     covered: dict[str, set[int]] = {name: set() for name in OPERATIONS}
     with client_for(server) as client:
-        for case in CASES:
+        for case in [*derived_cases(contract), *CASES]:
             op = OPERATIONS[case.operation]
             response = send(client, op, case)
-            assert response.status_code == case.status, (case, response.text)
+            assert response.status_code == case.status, (
+                f"{case} answered {response.status_code}: {response.text[:300]}: the handler of {op.name} "
+                f"(sandbox/handlers/) or its case ({HERE}) is wrong")
             check(contract, op, response)
             covered[op.name].add(response.status_code)
     missing = {(op.name, int(status)) for op in OPERATIONS.values() for status in [*contract.declared(op), "200"]
                if status != "429" and int(status) not in covered[op.name]} - UNREACHABLE
-    assert not missing, f"declared statuses never provoked: {sorted(missing)}"
+    assert not missing, (f"statuses the reference declares that no case provokes: {sorted(missing)}: add a Case for "
+                         f"each to CASES in {HERE} (a read over ids SEEDED knows gets 200, 403, 404 and 422 derived), "
+                         "or put it in UNREACHABLE there with why it cannot be provoked")
+
+
+def test_a_new_read_gets_its_cases_derived_and_a_write_does_not(contract: Contract) -> None:
+    """What the guide promises a new read operation: no CASES entry for 200, 403, 404 and 422."""
+    document = json.loads(json.dumps(contract.document))
+    user = document["paths"]["/v1/organizations/{org_id}/users/{user_id}"]["get"]
+    path = "/v1/organizations/{org_id}/repos/{repo_id}"
+    document["paths"][path] = {"get": {**user, "operationId": "get_repository", "parameters": [
+        {**p, "name": "repo_id"} if p["name"] == "user_id" else p for p in user["parameters"]]}}
+    scratch = Contract(document)
+    read = Operation("get_repository", "GET", path, "get_repository", ("standard",), retry_safe=True, read_only=True)
+    assert [(c.status, c.path, c.org_id) for c in derived_cases(scratch, [read])] == [
+        (200, {"repo_id": ids.WRITABLE_REPO_ID}, ORG), (403, {"repo_id": ids.WRITABLE_REPO_ID}, FORBIDDEN),
+        (404, {"repo_id": UNKNOWN_ID}, ORG), (422, {"repo_id": "x"}, ORG)]
+    unknown_kind = Operation("get_thing", "GET", "/v1/organizations/{org_id}/things/{thing_id}", "get_repository",
+                             ("standard",), retry_safe=True, read_only=True)
+    assert derived_cases(scratch, [OPERATIONS["create_agent_run"], OPERATIONS["get_check_suite_settings"],
+                                   unknown_kind]) == []  # a write, a required query, an id SEEDED does not know
 
 
 def test_429_answers_fit_the_contract_for_every_operation(contract: Contract) -> None:
     tokens = tuple(f"token-{index}" for index in range(len(OPERATIONS)))
+    succeeding = {c.operation: c for c in reversed([*derived_cases(contract), *CASES]) if c.status == 200}
+    unsent = sorted(set(OPERATIONS) - set(succeeding))
+    assert not unsent, f"{unsent} have no case answering 200: add one each to CASES in {HERE}"
     with SandboxServer(SandboxConfig(tokens=tokens, seed=5, rate_limits=ONE_PER_MINUTE)) as sandbox, \
             client_for(sandbox) as client:
         for token, op in zip(tokens, OPERATIONS.values(), strict=True):
             # A token of its own per operation: buckets are shared between operations.
-            case = next(c for c in CASES if c.operation == op.name and c.status == 200)
+            case = succeeding[op.name]
             assert send(client, op, case, token).status_code == 200, op.name
             limited = send(client, op, case, token)
             assert limited.status_code == 429, op.name

@@ -15,13 +15,28 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from agent_automation_mcp.api import models
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools import answers
-from agent_automation_mcp.tools.answers import ANSWERS, BEYOND_OPENAPI, NOT_REPORTED, TARGETS, WRITTEN, answer_for
+from agent_automation_mcp.tools.answers import (
+    ANSWERS,
+    BEYOND_OPENAPI,
+    CARRIED,
+    NOT_REPORTED,
+    SHOWN,
+    TARGETS,
+    WRITTEN,
+    Answer,
+    answer_for,
+    derived_answer,
+)
+from agent_automation_mcp.tools.org import Repository
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
+from agent_automation_mcp.tools.results import Output
+from agent_automation_mcp.tools.runs import WaitedRun
 
 ROOT = Path(__file__).parents[2]
 REGISTRY = Path(inspect.getfile(answers)).relative_to(ROOT)
@@ -83,7 +98,7 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
     fix it."""
     problems = []
     for spec in all_tools():
-        module = Path(inspect.getfile(spec.handler)).relative_to(ROOT)
+        module = spec.source
         if stray := sorted(set(ANSWERS.get(spec.name, {})) - set(spec.operations)):
             problems.append(f"ANSWERS[{spec.name!r}] in {REGISTRY} names {stray}, which {spec.name} does not send "
                             f"(its toolset.tool(...) in {module} names {sorted(spec.operations)}): remove them")
@@ -97,8 +112,9 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
             fields = [*answer_fields(document, operation_id), *BEYOND_OPENAPI.get(operation, ())]
             if answer.whole is not None and not carries(schema, answer.whole):
                 problems.append(f"{spec.name}'s result has no `{answer.whole}` for the whole answer of {operation}")
-            stale = sorted({*(set(answer.left_out) - set(fields)),
-                            *(prefix for prefix in answer.renamed
+            declared = ANSWERS.get(spec.name, {}).get(operation, SHOWN)  # what the rules add may not apply
+            stale = sorted({*(set(declared.left_out) - set(fields)),
+                            *(prefix for prefix in declared.renamed
                               if not any(f == prefix or f.startswith((f"{prefix}.", f"{prefix}[]")) for f in fields))})
             if stale:
                 problems.append(f"ANSWERS[{spec.name!r}][{operation!r}] in {REGISTRY} names {stale}, which "
@@ -110,14 +126,22 @@ def unaccounted(document: dict[str, Any], listed: dict[str, dict[str, Any]]) -> 
                         problems.append(f"{spec.name}'s result carries `{target}`, yet ANSWERS in {REGISTRY} says "
                                         f"{operation}'s `{field}` is left out: remove it from left_out")
                     continue
+                if field.startswith("[]") and answer.listed is None and "[]" not in answer.renamed:
+                    problems.append(
+                        f"operation {operation} ({operation_id}) answers a list, and {spec.name}'s result has no one "
+                        f"list field to carry its items: give its output model ({module}) one list field (a result "
+                        f"with exactly one carries a list answer's items), or map `[]` where the result has them in "
+                        f"ANSWERS[{spec.name!r}][{operation!r}].renamed in {REGISTRY}")
+                    break
                 if not carries(schema, target):
                     problems.append(
                         f"field `{field}` of operation {operation} ({operation_id}) is neither in {spec.name}'s "
                         f"result (no `{target}` in its output schema) nor left out with a reason: show it in the "
                         f"tool's output model ({module}), map it where the result has it in "
                         f"ANSWERS[{spec.name!r}][{operation!r}].renamed, or add it with why it is left out to "
-                        f"ANSWERS[{spec.name!r}][{operation!r}].left_out in {REGISTRY} (docs/tools.md is generated "
-                        f"from it: UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py)")
+                        f"ANSWERS[{spec.name!r}][{operation!r}].left_out in {REGISTRY} (or to CARRIED there, for "
+                        "every tool whose result holds the same model; docs/tools.md is generated from them: "
+                        "UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py)")
     return problems
 
 
@@ -126,27 +150,58 @@ async def test_every_field_the_service_answers_is_shown_or_left_out_with_its_rea
         openapi_document: dict[str, Any]) -> None:
     problems = unaccounted(openapi_document, await _listed())
     assert not problems, "\n".join(problems)
-    reasons = [reason for declared in ANSWERS.values() for answer in declared.values()
+    answers = [*(answer for declared in ANSWERS.values() for answer in declared.values()), *CARRIED.values()]
+    reasons = [reason for answer in answers
                for reason in (*answer.left_out.values(), *([answer.read_for] if answer.read_for else []))]
     assert reasons and all(len(reason) > 20 for reason in reasons)
 
 
 @pytest.mark.anyio
+async def test_what_carried_says_of_a_model_applies_to_a_tool_returning_it(openapi_document: dict[str, Any]) -> None:
+    """Each field CARRIED names is a field of an answer shown by some tool whose result holds the model, so a name
+    written wrong there cannot pass for a rule."""
+    unused = {(model.__name__, name) for model, carried in CARRIED.items() for name in [*carried.renamed,
+                                                                                      *carried.left_out]}
+    for spec in all_tools():
+        for operation in spec.operations:
+            fields = set(answer_fields(openapi_document, OPERATIONS[operation].operation_id))
+            answer = answer_for(spec.name, operation)
+            applied = {path for path in [*answer.renamed, *answer.left_out] if path in fields}
+            unused -= {(model, name) for model, name in unused
+                       if any(path == name or path.endswith(f".{name}") for path in applied)}
+    assert not unused, (f"CARRIED in {REGISTRY} names fields that no answer shown by a tool returning the model has: "
+                        f"{sorted(unused)}: correct or remove them")
+
+
+@pytest.mark.anyio
 async def test_a_field_the_service_adds_fails_naming_the_field_the_operation_and_where_to_fix_it(
         openapi_document: dict[str, Any]) -> None:
-    """The next field the service adds cannot be dropped silently."""
+    """The next field the service adds cannot be dropped silently: each tool whose result shows an answer that grows
+    fails once, naming the field, the operation, the tool's module and this registry."""
     grown = copy.deepcopy(openapi_document)
     grown["components"]["schemas"]["AgentRunResponse"]["properties"]["parent_run_id"] = {"type": "integer"}
     grown["components"]["schemas"]["RepoResponse"]["properties"]["default_branch"] = {"type": "string"}
-    problems = unaccounted(grown, await _listed())
-    runs = [p for p in problems if "`parent_run_id`" in p]
-    assert {p.split(" of operation ")[1].split(" ")[0] for p in runs} == {
-        "create_agent_run", "get_agent_run", "resume_agent_run"}
-    assert any("`items[].parent_run_id`" in p and "list_agent_runs's result" in p for p in problems)
-    (repos,) = [p for p in problems if "default_branch" in p]
+    listed = await _listed()
+    before = set(unaccounted(openapi_document, listed))
+    problems = [problem for problem in unaccounted(grown, listed) if problem not in before]
+    expected = [(spec, operation, field) for spec in all_tools() for operation in spec.operations
+                if answer_for(spec.name, operation).read_for is None
+                and answer_for(spec.name, operation).whole is None
+                for operation_id in [OPERATIONS[operation].operation_id]
+                for field in answer_fields(grown, operation_id)
+                if field not in set(answer_fields(openapi_document, operation_id))]
+    assert {(spec.name, field) for spec, _, field in expected} >= {
+        ("create_agent_run", "parent_run_id"), ("get_agent_run", "parent_run_id"),
+        ("resume_agent_run", "parent_run_id"), ("list_agent_runs", "items[].parent_run_id"),
+        ("list_repositories", "items[].default_branch")}
+    for spec, operation, field in expected:
+        said = [p for p in problems if p.startswith(f"field `{field}` of operation {operation} ")
+                and f" in {spec.name}'s result " in p]
+        assert len(said) == 1, (spec.name, operation, field, problems)
+        assert spec.source in said[0] and str(REGISTRY) in said[0]
+    assert len(problems) == len(expected), problems
+    (repos,) = [p for p in problems if "default_branch" in p and "list_repositories's result" in p]
     assert "no `repositories[].default_branch` in its output schema" in repos
-    assert "src/agent_automation_mcp/tools/org.py" in repos and "src/agent_automation_mcp/tools/answers.py" in repos
-    assert len(problems) == 5, problems
 
 
 @pytest.mark.anyio
@@ -158,12 +213,16 @@ async def test_whatever_a_tool_lets_a_user_write_is_read_back_or_said_not_to_be(
             continue
         arguments = set(listed[spec.name]["inputSchema"].get("properties", {}))
         written = set(WRITTEN.get(spec.name, {}))
-        assert arguments - TARGETS <= written <= arguments, (
-            f"{spec.name} lets a user write {sorted(written)}: say where each is read back in WRITTEN "
-            f"({REGISTRY})")
+        unplaced, stray = sorted(arguments - TARGETS - written), sorted(written - arguments)
+        assert not unplaced, (f"{spec.name} lets a user write {unplaced}: say where each is read back (or that the "
+                              f"service does not return it) in WRITTEN[{spec.name!r}] in {REGISTRY}; an argument "
+                              "that names what the tool acts on goes in TARGETS there instead")
+        assert not stray, f"WRITTEN[{spec.name!r}] in {REGISTRY} names {stray}, which {spec.name} does not take"
         for argument, where in WRITTEN.get(spec.name, {}).items():
             readers = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", where)) & names
-            assert readers or re.search(r"\b(not|never) (returned|stored)\b", where), (spec.name, argument)
+            assert readers or re.search(r"\b(not|never) (returned|stored)\b", where), (
+                f"WRITTEN[{spec.name!r}][{argument!r}] in {REGISTRY} names no tool that reads it back and does not "
+                f"say it is not returned: {where!r}")
 
 
 def _words(text: str) -> str:
@@ -181,5 +240,39 @@ async def test_what_the_service_never_reports_is_said_once_where_a_model_looks()
         return any(_words(words) in _words(text) for text in described)
 
     for gap in NOT_REPORTED:
-        assert [name for name in listed if says(name, gap.said)] == [gap.tool], gap.said
+        saying = [name for name in listed if says(name, gap.said)]
+        assert saying == [gap.tool], (f"NOT_REPORTED in {REGISTRY} says {gap.tool}'s description says {gap.said!r}; "
+                                      f"the tools whose description says it: {saying}: say it in {gap.tool}'s "
+                                      "docstring (or an argument's description) and nowhere else")
     assert {"a run", "a pull request", "a repository"} <= {gap.about for gap in NOT_REPORTED}
+
+
+class _Providers(Output):
+    providers: list[models.OAuthProvider]
+
+
+class _Two(Output):
+    first: list[int]
+    second: list[int] | None = None
+
+
+class _Holder(Output):
+    repository: Repository | None = None
+    runs: list[WaitedRun]
+
+
+def test_the_rules_spare_a_new_tool_an_entry_the_guide_says_it_needs_not() -> None:
+    """A result with one list field carries a bare-list answer's items there; a result holding a model of CARRIED (or
+    a subclass of one, in a list, or under a field the entry renames) gets what CARRIED says of it, at that place."""
+    listed = derived_answer(_Providers, SHOWN)
+    assert listed.result_path("[].issuer") == "providers[].issuer"
+    assert listed.answer_paths("providers[]") == {"[]", "providers[]"}  # a bare list, or a field of that name
+    assert derived_answer(_Two, SHOWN).result_path("[].x") == "[].x"  # two lists: the entry must say which
+    held = derived_answer(_Holder, SHOWN)
+    assert held.left_out == {"repository.name": CARRIED[Repository].left_out["name"]}
+    assert held.result_path("runs[].github_pull_requests[].id") == "runs[].pull_requests[].pr_id"
+    paged = derived_answer(_Holder, Answer(renamed={"items": "runs"}, left_out={"page": "a reason long enough"}))
+    assert paged.result_path("items[].github_pull_requests[].url") == "runs[].pull_requests[].url"
+    assert paged.left_out["page"] == "a reason long enough" and "repository.name" in paged.left_out
+    whole = Answer(whole="response")
+    assert derived_answer(_Holder, whole) is whole

@@ -4,9 +4,7 @@ failure names the missing declaration and the file that holds it."""
 
 from __future__ import annotations
 
-import inspect
 import re
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -19,22 +17,17 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tasks.extension import RUN_ID_FIELDS
-from agent_automation_mcp.tools.declarations import Toolset, ToolSpec
+from agent_automation_mcp.tools.declarations import Toolset, source_file
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 from agent_automation_mcp.tools.results import Output
 from agent_automation_mcp.view import page
 
-ROOT: Final = Path(__file__).parents[2]
 # What `showResult` in view/runs.html draws, told by a result's top-level fields: a trace's digest, a trace page, a
 # list of runs, one run. `test_the_shapes_are_the_pages_own` ties this to the page's code.
 # Each shape: the fields it is told by, and the JSON type each must have (None: present, of any type).
 DRAWN: Final[dict[str, dict[str, str | None]]] = {
     "a digest": {"digest": "object"}, "a trace page": {"entries": "array"}, "a list of runs": {"runs": "array"},
     "a run": {"id": "integer", "is_terminal": None}}
-
-
-def _module(spec: ToolSpec) -> Path:
-    return Path(inspect.getfile(spec.handler)).relative_to(ROOT)
 
 
 def test_a_tool_that_starts_a_run_names_the_run_in_its_result() -> None:
@@ -44,7 +37,7 @@ def test_a_tool_that_starts_a_run_names_the_run_in_its_result() -> None:
         fields = spec.output.model_fields
         assert spec.run_field in fields and fields[spec.run_field].annotation in (int, "int"), (
             f"{spec.name} declares run_field={spec.run_field!r}, which is not an integer field of its result "
-            f"({sorted(fields)}): name the field holding the run's id in toolset.tool(...) in {_module(spec)}")
+            f"({sorted(fields)}): name the field holding the run's id in toolset.tool(...) in {spec.source}")
     assert {spec.name: spec.run_field for spec in starting} == RUN_ID_FIELDS
 
 
@@ -96,10 +89,10 @@ def test_a_tool_whose_result_the_view_draws_declares_it_and_no_other_does() -> N
                          for name, kind in needs.items())]
         if shapes and not spec.viewed:
             problems.append(f"the runs view draws {spec.name}'s result ({shapes[0]}): declare viewed=True in "
-                            f"toolset.tool(...) in {_module(spec)}")
+                            f"toolset.tool(...) in {spec.source}")
         if spec.viewed and not shapes:
             problems.append(f"{spec.name} declares viewed=True, but its result is none the runs view draws "
-                            f"({', '.join(DRAWN)}): leave viewed out in {_module(spec)}")
+                            f"({', '.join(DRAWN)}): leave viewed out in {spec.source}")
     assert not problems, "\n".join(problems)
 
 
@@ -116,8 +109,8 @@ def test_a_result_that_is_the_services_model_reuses_it() -> None:
 
     service = [model for model in vars(models).values()
                if isinstance(model, type) and issubclass(model, models.Resource) and model is not models.Resource]
-    problems = [f"{output.__name__} ({output.__module__}) restates {model.__name__} of api/models.py field for field: "
-                f"declare it `class {output.__name__}(models.{model.__name__}, Output)` and drop the fields"
+    problems = [f"{output.__name__} ({source_file(output)}) restates {model.__name__} of api/models.py field for "
+                f"field: declare it `class {output.__name__}(models.{model.__name__}, Output)` and drop the fields"
                 for output in _subclasses(Output) for model in service
                 if fields(output) == fields(model) and not issubclass(output, model)]
     assert not problems, "\n".join(problems)

@@ -23,8 +23,9 @@ from agent_automation_mcp.tools.registry import (
 )
 from agent_automation_mcp.view import VIEW_URI
 from budget import BUDGET_TOKENS, measure
-from catalogue import CASES
+from catalogue import CASES, catalogue_gap
 
+ROOT = Path(__file__).parents[2]
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 # The names and groups are public (users' prompts and configurations name them): `tests/catalogue.py` pins them.
@@ -46,10 +47,11 @@ def test_names_and_toolsets_are_exactly_the_issues() -> None:
     grouped: dict[str, list[str]] = {}
     for spec in all_tools():
         grouped.setdefault(spec.toolset, []).append(spec.name)
-    served = [name for names in grouped.values() for name in names]
-    missing = [name for name in served if name not in {case.name for case in CASES}]
-    assert not missing, f"{missing} have no ToolCase in tests/catalogue.py: add one each, in listing order"
-    assert grouped == EXPECTED, "tests/catalogue.py lists the tools in another order or toolset than they are declared"
+    assert not (gap := catalogue_gap([spec.name for spec in all_tools()])), gap
+    moved = [f"{case.name} (ToolCase: {case.toolset}; declared in {spec.toolset})" for case in CASES
+             for spec in all_tools() if spec.name == case.name and spec.toolset != case.toolset]
+    assert not moved, f"tests/catalogue.py names another toolset than the declaration for {', '.join(moved)}"
+    assert grouped == EXPECTED
     assert tuple(EXPECTED) == TOOLSETS
     assert tuple(dict.fromkeys(case.toolset for case in CASES if case.default)) == DEFAULT_TOOLSETS
     assert set(TOOLSETS) - set(DEFAULT_TOOLSETS) == {"oauth", "webhooks"}
@@ -75,7 +77,7 @@ def test_every_operation_reaches_a_tool_or_is_excluded_with_a_reason() -> None:
 @pytest.mark.anyio
 async def test_listed_annotations_come_from_the_operation_table() -> None:
     listed = {tool["name"]: tool for tool in await _listed(ServerSettings(toolsets=TOOLSETS))}
-    assert set(listed) == {name for names in EXPECTED.values() for name in names}
+    assert not (gap := catalogue_gap(list(listed))), gap
     for spec in all_tools():
         ops = [OPERATIONS[op] for op in spec.operations]
         hints = listed[spec.name]["annotations"]
@@ -87,14 +89,17 @@ async def test_listed_annotations_come_from_the_operation_table() -> None:
         else:
             assert hints["destructiveHint"] is any(op.destructive for op in ops), spec.name
             assert hints["idempotentHint"] is all(op.idempotent for op in ops), spec.name
-    assert {n for n, t in listed.items() if t["annotations"].get("destructiveHint")} == DESTRUCTIVE
+    destructive = {n for n, t in listed.items() if t["annotations"].get("destructiveHint")}
+    assert destructive == DESTRUCTIVE, (
+        f"destructive by the table: {sorted(destructive)}; by tests/catalogue.py: {sorted(DESTRUCTIVE)}: give the "
+        "ToolCase of each that differs the effect \"destroys\" or \"writes\" the table's operations make it")
     assert not listed["create_agent_run"]["annotations"]["idempotentHint"]
     assert listed["update_check_suite_settings"]["annotations"]["idempotentHint"]
 
 
 def test_read_only_ceiling_and_toolset_filter() -> None:
     read_only = select_tools(ServerSettings(toolsets=TOOLSETS, read_only=True))
-    assert [s.name for s in read_only] == [case.name for case in CASES if case.read_only]
+    assert not (gap := catalogue_gap([s.name for s in read_only], [case for case in CASES if case.read_only])), gap
     logs_only = select_tools(ServerSettings(toolsets=("logs",)))
     assert [s.name for s in logs_only] == ["get_agent_run_logs"]
     assert "revoke_oauth_tokens" not in {s.name for s in select_tools(ServerSettings())}
@@ -123,15 +128,19 @@ async def test_tool_schemas_match_the_snapshots() -> None:
         SNAPSHOTS.mkdir(exist_ok=True)
         for stale in SNAPSHOTS.glob("*.json"):
             stale.unlink()
-    assert [tool["name"] for tool in tools] == [case.name for case in CASES]
+    assert not (gap := catalogue_gap([tool["name"] for tool in tools])), gap
     for tool in tools:
         path = SNAPSHOTS / f"{tool['name']}.json"
         text = json.dumps(tool, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         if update:
             path.write_text(text)
-        assert path.exists(), f"no snapshot for {tool['name']}: run with UPDATE_SNAPSHOTS=1"
-        assert path.read_text() == text, f"{tool['name']} changed: review, then UPDATE_SNAPSHOTS=1"
-    assert {p.stem for p in SNAPSHOTS.glob("*.json")} == {t["name"] for t in tools}
+        assert path.exists(), (f"no snapshot for {tool['name']} in {SNAPSHOTS.relative_to(ROOT)}: UPDATE_SNAPSHOTS=1 "
+                               ".venv/bin/pytest tests/tools/test_registry.py writes it")
+        assert path.read_text() == text, (f"{tool['name']} changed from {path.relative_to(ROOT)}: review the diff, "
+                                          "then UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/tools/test_registry.py")
+    stale = sorted({p.stem for p in SNAPSHOTS.glob("*.json")} - {t["name"] for t in tools})
+    assert not stale, (f"snapshots of tools no longer served: {stale}: UPDATE_SNAPSHOTS=1 .venv/bin/pytest "
+                       "tests/tools/test_registry.py removes them")
 
 
 @pytest.mark.anyio

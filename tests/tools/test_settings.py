@@ -55,7 +55,11 @@ def test_help_and_readme_describe_each_toolset_as_declared(capsys: pytest.Captur
     """`--help` and the README's toolset table say what each toolset's declaration says, in listing order."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| (yes|no \(opt-in\)) \| (.+) \|$", readme, re.M)
-    assert rows == [(t.name, "yes" if t.default else "no (opt-in)", t.about) for t in TOOLSETS_DECLARED]
+    declared = [(t.name, "yes" if t.default else "no (opt-in)", t.about) for t in TOOLSETS_DECLARED]
+    wrong = [" | ".join(row) for row in declared if row not in rows] + [
+        f"{row[0]} (no such toolset declared)" for row in rows if row[0] not in TOOLSETS]
+    assert rows == declared, (f"README.md's toolset table should read, in this order: {declared}; rows to write or "
+                              f"correct: {wrong}")
     with pytest.raises(SystemExit):
         build_parser("serve").parse_args(["serve", "--help"])
     listed = capsys.readouterr().out.split("toolsets:\n", 1)[1].splitlines()

@@ -31,7 +31,7 @@ from .errors import (
     validation_items,
 )
 from .faults import choose_fault, malformed
-from .handlers import ENDPOINTS
+from .handlers import AREAS, ENDPOINTS
 from .state import SandboxState, token_hash
 
 OPERATION_KEY = "sandbox.operation"
@@ -42,11 +42,22 @@ _PATH_ID = TypeAdapter(int)
 
 
 def operation_routes(state: SandboxState) -> list[Route]:
-    missing = set(OPERATIONS) - set(ENDPOINTS)
-    assert not missing, f"operations without a sandbox endpoint: {sorted(missing)}"
+    _check_endpoints()
     routes = [Route(path, _endpoint(op, ENDPOINTS[op.name], state), methods=[op.method], name=f"{op.name}:{path}")
               for op in OPERATIONS.values() for path in served_paths(op, state.config.logs_paths)]
     return in_matching_order(routes)
+
+
+def _check_endpoints() -> None:
+    """One endpoint per operation of the table: the sandbox refuses to start otherwise, saying what to add where."""
+    missing, stray = sorted(set(OPERATIONS) - set(ENDPOINTS)), sorted(set(ENDPOINTS) - set(OPERATIONS))
+    files = ", ".join(f"src/{area.__name__.replace('.', '/')}.py" for area in AREAS)
+    if missing:
+        raise RuntimeError(f"operations without a sandbox endpoint: {missing}: write a handler for each and add it to "
+                           f"ENDPOINTS in the module of its area ({files})")
+    if stray:
+        raise RuntimeError(f"sandbox endpoints for operations the table (api/operations.py) does not have: {stray}: "
+                           f"rename or remove them in {files}")
 
 
 def in_matching_order(routes: list[Route]) -> list[Route]:

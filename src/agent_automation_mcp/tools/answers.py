@@ -8,12 +8,17 @@ carries that a tool's result neither shows nor leaves out here with its reason f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Final
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType, UnionType
+from typing import Annotated, Any, Final, Union, get_args, get_origin
+
+from pydantic import BaseModel
 
 from ..api.models import OAuthToken
+from .org import Repository
+from .registry import all_tools
+from .runs import Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,13 +28,15 @@ class Answer:
     Fields are named by their path in the answer (`items[].github_pull_requests[].id`). Each is in the result under
     the same path unless `renamed` maps it (or the field it is in) to another, or `whole` names where the answer is
     kept as it came; `left_out` gives the reason for each field the result does not carry. `read_for`: the tool
-    reads this operation only to find something, and its answer is not the result.
+    reads this operation only to find something, and its answer is not the result. `listed` is derived, never
+    written (`derived_answer`): the result's one list field, which carries the items of an answer that is a bare list.
     """
 
     renamed: Mapping[str, str] = field(default_factory=dict)
     left_out: Mapping[str, str] = field(default_factory=dict)
     whole: str | None = None
     read_for: str | None = None
+    listed: str | None = None
 
     def result_path(self, path: str) -> str:
         """Where the result carries the answer's field `path` (the longest renamed prefix applies)."""
@@ -38,7 +45,28 @@ class Answer:
         for prefix in sorted(self.renamed, key=len, reverse=True):
             if path == prefix or path.startswith((f"{prefix}.", f"{prefix}[]")):
                 return self.renamed[prefix] + path[len(prefix):]
+        if self.listed is not None and path.startswith("[]"):
+            return self.listed + path
         return path
+
+    def answer_paths(self, result_path: str) -> set[str]:
+        """The fields of the answer the result may carry at `result_path` (`result_path` the other way): under the
+        `listed` field, the item of a bare list as well as the field of the same name."""
+        for prefix, renamed in sorted(self.renamed.items(), key=lambda item: len(item[1]), reverse=True):
+            if result_path == renamed or result_path.startswith((f"{renamed}.", f"{renamed}[]")):
+                return {prefix + result_path[len(renamed):]}
+        if self.listed is not None and result_path.startswith(f"{self.listed}[]"):
+            return {result_path, result_path[len(self.listed):]}
+        return {result_path}
+
+    def within(self, answer_at: str, result_at: str) -> Answer:
+        """This answer of one resource, for a result that carries the resource at `answer_at` at `result_at`."""
+        return Answer(renamed={_joined(answer_at, key): _joined(result_at, to) for key, to in self.renamed.items()},
+                      left_out={_joined(answer_at, key): why for key, why in self.left_out.items()})
+
+
+def _joined(prefix: str, path: str) -> str:
+    return f"{prefix}.{path}" if prefix and path else prefix or path
 
 
 _PAGING: Final = ("the page's number, size and count: next_skip says where the next page starts, total how many "
@@ -46,7 +74,6 @@ _PAGING: Final = ("the page's number, size and count: next_skip says where the n
 _PAGE: Final = MappingProxyType({"page": _PAGING, "size": _PAGING, "pages": _PAGING})
 _PULL_REQUESTS: Final = MappingProxyType({"github_pull_requests": "pull_requests",
                                           "github_pull_requests[].id": "pull_requests[].pr_id"})
-_RUN: Final = Answer(renamed=_PULL_REQUESTS)
 _TRACE_RUN: Final = ("the run's own fields, the same on every page of its trace: get_agent_run shows them (result and "
                      "metadata are long)")
 _EDIT: Final = Answer(left_out={
@@ -56,14 +83,9 @@ _EDIT: Final = Answer(left_out={
 _PREVIOUS: Final = Answer(whole="previous")
 
 # Per tool, the operations it may send (as `toolset.tool` names them) whose answer reaches the result otherwise than
-# field for field under the same names; an operation not named here is `SHOWN` (see `answer`).
+# field for field under the same names; an operation not named here is `SHOWN` (see `answer_for`).
 ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
-    "create_agent_run": {"create_agent_run": _RUN},
-    "get_agent_run": {"get_agent_run": _RUN},
-    "list_agent_runs": {"list_agent_runs": Answer(
-        renamed={"items": "runs", **{f"items[].{key}": f"runs[].{value}" for key, value in _PULL_REQUESTS.items()}},
-        left_out=_PAGE)},
-    "resume_agent_run": {"resume_agent_run": _RUN},
+    "list_agent_runs": {"list_agent_runs": Answer(renamed={"items": "runs"}, left_out=_PAGE)},
     "get_agent_run_logs": {"get_agent_run_logs": Answer(
         renamed={"id": "agent_run_id", "logs": "entries"},
         left_out={**dict.fromkeys(("organization_id", "created_at", "web_url", "result", "metadata"), _TRACE_RUN),
@@ -85,9 +107,7 @@ ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
     },
     "list_organizations": {"list_organizations": Answer(renamed={"items": "organizations"}, left_out=_PAGE)},
     "list_users": {"list_users": Answer(renamed={"items": "users"}, left_out=_PAGE)},
-    "list_repositories": {"list_repositories": Answer(renamed={"items": "repositories"}, left_out={
-        **_PAGE, "items[].name": "the part of full_name after the slash"})},
-    "get_oauth_token_status": {"get_oauth_token_status": Answer(renamed={"[]": "tokens[]"})},
+    "list_repositories": {"list_repositories": Answer(renamed={"items": "repositories"}, left_out=_PAGE)},
     "revoke_oauth_tokens": {
         "get_oauth_token_status": Answer(read_for="the provider as the service spells it, and its active tokens "
                                                   "before (active_before)"),
@@ -98,13 +118,66 @@ ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
     "test_webhook": {"test_webhook": Answer(whole="response")},
 })
 
+# How a result model carries the service's resource, for every tool whose result holds it (whole, or as the items of
+# a list, at any depth): written once for the model, not for each tool. A subclass (`WaitedRun`) is carried alike.
+CARRIED: Final[Mapping[type[BaseModel], Answer]] = MappingProxyType({
+    Run: Answer(renamed=_PULL_REQUESTS),
+    Repository: Answer(left_out={"name": "the part of full_name after the slash"}),
+})
+
 SHOWN: Final = Answer()  # every field of the answer is in the result under its own name
 
 
 def answer_for(tool: str, operation: str) -> Answer:
     """How `tool`'s result carries the answer to `operation`: as ANSWERS says, else every field as it is (`SHOWN`),
-    which tests/tools/test_answers.py checks against the reference like any other entry."""
-    return ANSWERS.get(tool, {}).get(operation, SHOWN)
+    with what CARRIED says of each model its result holds; tests/tools/test_answers.py checks the whole against the
+    reference. An answer that is a bare list has its items in the result's one list field (`get_oauth_token_status`:
+    `[]` is `tokens[]`), unless the entry maps `[]` itself."""
+    (output,) = [spec.output for spec in all_tools() if spec.name == tool]
+    return derived_answer(output, ANSWERS.get(tool, {}).get(operation, SHOWN))
+
+
+def derived_answer(output: type[BaseModel], answer: Answer) -> Answer:
+    """`answer`, declared for a result of model `output`, with the two rules applied: a bare list's items in the one
+    list field, and what CARRIED says of each model the result holds."""
+    if answer.whole is not None or answer.read_for is not None:
+        return answer
+    listed = [name for name, info in output.model_fields.items() if _unwrapped(info.annotation)[1]]
+    if "[]" not in answer.renamed and len(listed) == 1:
+        answer = replace(answer, listed=listed[0])
+    for result_at, model in _models_in(output):
+        carried = next((CARRIED[base] for base in model.__mro__ if base in CARRIED), None)
+        if carried is None:
+            continue
+        for answer_at in answer.answer_paths(result_at):
+            inner = carried.within(answer_at, result_at)
+            answer = replace(answer, renamed={**inner.renamed, **answer.renamed},
+                             left_out={**inner.left_out, **answer.left_out})
+    return answer
+
+
+def _models_in(model: type[BaseModel], at: str = "") -> Iterator[tuple[str, type[BaseModel]]]:
+    """Each model a result model holds, with where (`runs[]`, `runs[].pull_requests[]`), itself first."""
+    yield at, model
+    for name, info in model.model_fields.items():
+        inner, lists = _unwrapped(info.annotation)
+        if isinstance(inner, type) and issubclass(inner, BaseModel) and inner is not model:
+            yield from _models_in(inner, _joined(at, name + "[]" * lists))
+
+
+def _unwrapped(annotation: Any) -> tuple[Any, int]:
+    """The type a field holds, without `| None` and `Annotated`, and how many lists deep (`list[X] | None`: X, 1)."""
+    lists = 0
+    while True:
+        origin, args = get_origin(annotation), get_args(annotation)
+        options = [arg for arg in args if arg is not type(None)]
+        if origin is list:
+            lists += 1
+            annotation = args[0]
+        elif origin is Annotated or (origin in (Union, UnionType) and len(options) == 1):
+            annotation = options[0] if origin is not Annotated else args[0]
+        else:
+            return annotation, lists
 
 
 # Fields the service sends that the OpenAPI does not declare (codegen-api-facts.md, section 6): its OAuth token

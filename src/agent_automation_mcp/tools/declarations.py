@@ -22,6 +22,11 @@ from ..api.operations import OPERATIONS
 from ..toolsets import OPT_IN_TOOLSETS, TOOLSETS
 
 
+def source_file(declared: Any) -> str:
+    """The file a function or class is declared in, from the checkout's root: what a message says to edit."""
+    return f"src/{declared.__module__.replace('.', '/')}.py"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
@@ -35,15 +40,20 @@ class ToolSpec:
     def __post_init__(self) -> None:
         unknown = [op for op in self.operations if op not in OPERATIONS]
         if not self.operations or unknown:
-            raise ValueError(f"tool {self.name}: operations must name entries of the table, got {unknown or 'none'}")
+            raise ValueError(f"tool {self.name} in {self.source}: toolset.tool(...) must name operations of the table "
+                             f"(api/operations.py), got {unknown or 'none'}")
         starting = [op for op in self.operations if OPERATIONS[op].starts_run]
         if starting and self.run_field is None:
             raise ValueError(f"tool {self.name} sends {starting[0]}, which starts an agent run: declare the field of "
                              f"its result that names the run, toolset.tool(..., run_field=\"id\") in "
-                             f"{self.handler.__module__}, so that it is offered as a task")
+                             f"{self.source}, so that it is offered as a task")
         if self.run_field is not None and not starting:
             raise ValueError(f"tool {self.name} declares run_field but sends no operation that starts a run "
-                             f"(starts_run in api/operations.py): leave run_field out in {self.handler.__module__}")
+                             f"(starts_run in api/operations.py): leave run_field out in {self.source}")
+
+    @property
+    def source(self) -> str:
+        return source_file(self.handler)
 
     @property
     def output(self) -> type[BaseModel]:

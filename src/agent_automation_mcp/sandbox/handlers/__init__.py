@@ -7,6 +7,7 @@ from types import MappingProxyType
 from ..call import Endpoint
 from . import account, org, repos, runs
 
+AREAS = (org, runs, repos, account)  # one module an area of the service, each with its ENDPOINTS
 ENDPOINTS: MappingProxyType[str, Endpoint] = MappingProxyType(
-    {**org.ENDPOINTS, **runs.ENDPOINTS, **repos.ENDPOINTS, **account.ENDPOINTS}
+    {name: endpoint for area in AREAS for name, endpoint in area.ENDPOINTS.items()}
 )
