@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import tracing
 from ..api.credentials import Credentials
@@ -24,6 +24,7 @@ from ..tools.registry import narrowed
 from .access import note_reason
 from .budgets import AddressBudgets, Budget, OverBudget
 from .hosts import HostPolicy
+from .middleware import HttpMiddleware, ResponseStart, watching
 from .organizations import served_organization
 from .refusals import Refused, error_body, respond
 from .rpc_request import read_request
@@ -78,13 +79,13 @@ class Lifecycle:
         return self.ready and not self.draining
 
 
-class McpGate:
+class McpGate(HttpMiddleware):
     """An ASGI app in front of the SDK's Streamable HTTP handler."""
 
     def __init__(self, app: ASGIApp, server: AgentAutomationServer, policy: HostPolicy, lifecycle: Lifecycle, *,
                  per_request_auth: bool, verdicts: TokenVerdicts | None = None, sign_in: SignIn | None = None,
                  budgets: AddressBudgets | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
-        self.app = app
+        super().__init__(app)
         self.server = server
         self.policy = policy
         self.lifecycle = lifecycle
@@ -98,10 +99,7 @@ class McpGate:
         self.realm = sign_in.challenge if sign_in is not None else REALM
         self.refused_realm = f'{sign_in.challenge}, error="invalid_token"' if sign_in is not None else REFUSED_REALM
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.lifecycle.in_flight += 1  # from the start: a token check is part of the request a drain waits for
         try:
             with tracing.span("gate") as span:
@@ -115,7 +113,7 @@ class McpGate:
             if refusal is not None:
                 await respond(send, refusal)
             else:
-                await self.app(scope, receive, self._closing_when_draining(send))
+                await self.app(scope, receive, watching(send, self._closing_when_draining))
         finally:
             self.lifecycle.in_flight -= 1
 
@@ -139,14 +137,10 @@ class McpGate:
                              "again after retry_after_seconds (tool calls are not refused for this).")
         return None
 
-    def _closing_when_draining(self, send: Send) -> Send:
+    def _closing_when_draining(self, start: ResponseStart) -> None:
         """An answer given while the replica drains closes its connection, so no balancer reuses it for more."""
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start" and self.lifecycle.draining:
-                kept = [(name, value) for name, value in message.get("headers", []) if name.lower() != b"connection"]
-                message = {**message, "headers": [*kept, (b"connection", b"close")]}
-            await send(message)
-        return sending
+        if self.lifecycle.draining:
+            start.replace("connection", "close")
 
     def _read_only_refusal(self, scope: Scope) -> Refused | None:
         """For a read-only sign-in: 403 `insufficient_scope` for a call of a tool that writes (which its list did
