@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from starlette.types import Scope
 
+from ..api.client import AgentAutomationClient
+from ..api.models import Organization
 from ..headers import ORGANIZATION, organization_id
 from .access import note_reason
 from .refusals import Refused, error_body
@@ -29,6 +31,14 @@ ORG_NOT_ALLOWED: Final = "org_not_allowed"
 UNDECIDED: Final = "undecided"
 # An unanswered check is not asked again before this, by any replica (`verdicts.py`): the wait a refusal names.
 UNDECIDED_RETRY_SECONDS: Final = 10
+LISTED: Final = 100  # a token's organisations read: the service's largest page
+
+
+class TokenOrganizations(NamedTuple):
+    """What the service says of a token's organisations: whether it sees any, and those this server serves."""
+
+    seen: bool
+    served: tuple[Organization, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,12 @@ class AllowedOrganizations:
     @property
     def restricted(self) -> bool:
         return self.ids is not None
+
+    async def of_token(self, client: AgentAutomationClient) -> TokenOrganizations:
+        """The organisations `client`'s token sees, and those of them served: the one reading of them that the token
+        check (`verdicts.py`) and the consent page share."""
+        page = await client.list_organizations(limit=LISTED)
+        return TokenOrganizations(bool(page.items), tuple(org for org in page.items if self.allows(org.id)))
 
     @property
     def fingerprint(self) -> str:

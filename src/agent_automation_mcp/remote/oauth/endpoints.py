@@ -278,20 +278,19 @@ class Endpoints:
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS).single_attempt()
         try:
             await client.get_current_user()
-            page = await client.list_organizations(limit=100)
+            organizations = await self.organizations.of_token(client)
         except AuthenticationError:
             return Unusable("token_refused", "The service refused this token (invalid or revoked). Create a new one "
                             "at https://codegen.com/token.")
         except ApiError:
             return Unusable("upstream_error", "The service could not be asked about this token just now; try again "
                             "in a minute.")
-        if not page.items:
+        if not organizations.seen:
             return Unusable("no_organization", "This token sees no organisation at the service.")
-        served = [(org.id, org.name) for org in page.items if self.organizations.allows(org.id)]
-        if not served:
+        if not organizations.served:
             return Unusable(ORG_NOT_ALLOWED, self.organizations.refusal)
         await self.verdicts.remember_accepted(credentials, address)
-        return served
+        return [(org.id, org.name) for org in organizations.served]
 
     async def _checked_client(self, client_id: str | None, redirect_uri: str | None
                               ) -> str | tuple[OAuthClientInformationFull, str]:
