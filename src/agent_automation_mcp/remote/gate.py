@@ -20,7 +20,7 @@ from ..config import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUESTS_PER_TOKEN
 from ..headers import HeaderError, bearer_token, header_dict, organization_id
 from ..prompts import PROMPTS
 from ..server import AgentAutomationServer
-from ..tools.registry import narrowed
+from ..tools.registry import narrowed, usable
 from .access import note_reason
 from .budgets import AddressBudgets, Budget, OverBudget
 from .hosts import HostPolicy
@@ -148,7 +148,7 @@ class McpGate(HttpMiddleware):
         request = read_request(scope)
         tool = request.called_tool if request is not None else None
         spec = next((spec for spec in self.server.tool_specs if spec.name == tool), None)
-        if spec is None or spec.read_only:
+        if spec is None or usable(spec, read_only=True):
             return None
         message = f"{tool} changes things, and this sign-in was granted reading only"
         return (403, error_body("forbidden", 403, message, "Sign in again without 'Read only' on the consent page "

@@ -126,8 +126,9 @@ class SignIn:
                 await self.grants.end(signed_in.grant.id)
             return _refusal(401, "the service no longer accepts the token this sign-in was made with",
                             self.challenge)
-        scope["headers"] = _as_caller(scope["headers"], signed_in)
-        if is_read_only(signed_in.grant.scopes):
+        read_only = is_read_only(signed_in.grant.scopes)
+        scope["headers"] = _as_caller(scope["headers"], signed_in, read_only=read_only)
+        if read_only:  # so the gate refuses a call of a tool that writes (`usable`) before it runs
             scope.setdefault("state", {})[READ_ONLY_GRANT] = True
         return served_organization(scope, header_dict(scope["headers"]), verdict.served, verdicts.organizations,
                                    signed_in=True)
@@ -144,14 +145,15 @@ def _refusal(status: int, message: str, challenge: str) -> Refused:
                            "answer."), {"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
 
 
-def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[tuple[bytes, bytes]]:
+def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn, *, read_only: bool
+               ) -> list[tuple[bytes, bytes]]:
     """The request's headers with the grant's service token and organisation in place of what the client sent."""
     kept = [(name, value) for name, value in headers if name.lower() not in (AUTHORIZATION.encode(),
                                                                              ORGANIZATION.encode())]
     kept.append((AUTHORIZATION.encode(), f"Bearer {signed_in.service_token}".encode()))
     if signed_in.grant.org_id is not None:
         kept.append((ORGANIZATION.encode(), str(signed_in.grant.org_id).encode()))
-    if is_read_only(signed_in.grant.scopes):  # whatever the client sent: a read-only grant lists no writes
+    if read_only:  # whatever the client sent: a read-only grant lists no writes (`usable`)
         kept = [(name, value) for name, value in kept if name.lower() != READONLY_HEADER.encode()]
         kept.append((READONLY_HEADER.encode(), b"true"))
     return kept
