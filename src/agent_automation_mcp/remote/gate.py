@@ -46,6 +46,7 @@ DRAINING_HINT: Final = ("Send the same request again: nothing was done, and anot
 
 
 OVERLONG: Final = "overlong"  # the refusal's reason: a method, name or id longer than any this server knows
+INSUFFICIENT_SCOPE: Final = "insufficient_scope"  # the refusal's reason: a read-only sign-in called a tool that writes
 # Task requests and completions: each is cheap and reads shared state or the service for the token (a run's status,
 # its repositories), and nothing else bounds how many one token sends (tool calls wait for --max-tenant-calls; what
 # is answered from memory, such as tools/list, costs a little CPU). This budget does, per token, shared by the
@@ -150,6 +151,7 @@ class McpGate(HttpMiddleware):
         spec = next((spec for spec in self.server.tool_specs if spec.name == tool), None)
         if spec is None or usable(spec, read_only=True):
             return None
+        note_reason(INSUFFICIENT_SCOPE)
         message = f"{tool} changes things, and this sign-in was granted reading only"
         return (403, error_body("forbidden", 403, message, "Sign in again without 'Read only' on the consent page "
                                 "to let this app make changes."),
