@@ -1,5 +1,6 @@
 """What every request to `/mcp` passes before the MCP SDK sees it: Host and Origin, draining, a body that names
-nothing longer than the server knows, headers, the token, and the token's budget of task and completion requests.
+nothing longer than the server knows, headers, the token, the token's budget of task and completion requests, and a
+read-only sign-in's calls. `CHECKS` lists them, in the order they run.
 
 Answers in the one error shape (`{"error": {"kind", "status", "message", "hint"}}`) so a person reading a
 refusal in a client's log knows what to send instead.
@@ -26,7 +27,7 @@ from .budgets import AddressBudgets, Budget, OverBudget
 from .hosts import HostPolicy
 from .middleware import HttpMiddleware, ResponseStart, watching
 from .organizations import ORG_NOT_ALLOWED, UNDECIDED, served_organization
-from .refusals import Refused, error_body, respond
+from .refusals import Refused, refusal, respond
 from .rpc_request import read_request
 from .scopes import READ_ONLY_GRANT
 from .verdicts import TokenVerdicts
@@ -56,18 +57,18 @@ def token_requests_budget(per_token: int = DEFAULT_REQUESTS_PER_TOKEN) -> Budget
 # Stateless in both eras: nothing is ever pushed on a listening stream, so none is held open (each would cost a
 # connection at the balancer and memory here, for nothing). 405 is what the 2026-07-28 era answers, and what legacy
 # clients take as "no GET stream" (docs/remote.md).
-LISTENING: Final[Refused] = (405, error_body(
-    "method_not_allowed", 405, "this server is stateless: it never sends anything on a listening GET stream",
-    "Send requests with POST; answers, progress and questions come back on each POST's own response (MCP clients "
-    "carry on without the GET stream when they get 405)."), {"Allow": "POST"})
+LISTENING: Final = refusal(
+    405, "this server is stateless: it never sends anything on a listening GET stream", "Send requests with POST; "
+    "answers, progress and questions come back on each POST's own response (MCP clients carry on without the GET "
+    "stream when they get 405).", headers={"Allow": "POST"})
 # Before any tool, token check or upstream request: safe for a balancer to send elsewhere (retry-on 503).
-DRAINING: Final[Refused] = (503, error_body(
-    "unavailable", 503, "this replica is shutting down; the request reached no tool", "Send the same request again: "
-    "nothing was done, and another replica will serve it (a load balancer may do so itself: manifests/haproxy)."),
-    {"Retry-After": "1", "Connection": "close"})
-STARTING: Final[Refused] = (503, error_body(
-    "unavailable", 503, "this replica is starting; the request reached no tool", "Send the request again; another "
-    "replica (or this one, once started) will serve it."), {"Retry-After": "1", "Connection": "close"})
+DRAINING: Final = refusal(
+    503, "this replica is shutting down; the request reached no tool", "Send the same request again: nothing was "
+    "done, and another replica will serve it (a load balancer may do so itself: manifests/haproxy).",
+    headers={"Retry-After": "1", "Connection": "close"})
+STARTING: Final = refusal(
+    503, "this replica is starting; the request reached no tool", "Send the request again; another replica (or this "
+    "one, once started) will serve it.", headers={"Retry-After": "1", "Connection": "close"})
 
 
 @dataclass(slots=True)
@@ -104,22 +105,21 @@ class McpGate(HttpMiddleware):
                                                        *(prompt.name for prompt in PROMPTS)))
         self.sign_in = sign_in  # --auth oauth: our access tokens, and 401s that point at the sign-in metadata
         self.realm = sign_in.challenge if sign_in is not None else REALM
-        self.no_token: Refused = (401, error_body(
-            "unauthorized", 401, "this server needs your own API token with each request", TOKEN_HINT),
-            {"WWW-Authenticate": self.realm})
-        self.token_refused: Refused = (401, error_body(
-            "unauthorized", 401, "the service refused this API token (invalid or revoked)", "Create a new token at "
-            "https://codegen.com/token and send it as Authorization: Bearer <token>."),
-            {"WWW-Authenticate": f'{self.realm}, error="invalid_token"'})
+        self.no_token = refusal(401, "this server needs your own API token with each request", TOKEN_HINT,
+                                headers={"WWW-Authenticate": self.realm})
+        self.token_refused = refusal(
+            401, "the service refused this API token (invalid or revoked)", "Create a new token at "
+            "https://codegen.com/token and send it as Authorization: Bearer <token>.",
+            headers={"WWW-Authenticate": f'{self.realm}, error="invalid_token"'})
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.lifecycle.in_flight += 1  # from the start: a token check is part of the request a drain waits for
         try:
             with tracing.span("gate") as span:
-                refusal = await self._refusal(scope)
-                tracing.note(span, {"agent_automation.gate.status": refusal[0] if refusal is not None else 200})
-            if refusal is not None:
-                await respond(send, refusal)
+                refused = await self._refusal(scope)
+                tracing.note(span, {"agent_automation.gate.status": refused.status if refused is not None else 200})
+            if refused is not None:
+                await respond(send, refused)
             else:
                 await self.app(scope, receive, watching(send, self._closing_when_draining))
         finally:
@@ -162,25 +162,20 @@ class McpGate(HttpMiddleware):
             return None
         note_reason(INSUFFICIENT_SCOPE)
         message = f"{tool} changes things, and this sign-in was granted reading only"
-        return (403, error_body("forbidden", 403, message, "Sign in again without 'Read only' on the consent page "
-                                "to let this app make changes."),
-                {"WWW-Authenticate": f'{self.realm}, error="insufficient_scope"'})
+        return refusal(403, message, "Sign in again without 'Read only' on the consent page to let this app make "
+                       "changes.", headers={"WWW-Authenticate": f'{self.realm}, error="insufficient_scope"'})
 
     async def _refusal(self, scope: Scope) -> Refused | None:
         """The first refusal of this gate's checks, or None: the request goes on."""
         headers = header_dict(scope["headers"])
         for check in self.checks:
-            refusal = await check.refuses(self, scope, headers)
-            if refusal is not None:
-                return refusal
+            refused = await check.refuses(self, scope, headers)
+            if refused is not None:
+                return refused
         return None
 
     async def _host_and_origin(self, scope: Scope, headers: Mapping[str, str]) -> Refused | None:
-        refused = self.policy.refusal(headers.get("host"), headers.get("origin"))
-        if refused is None:
-            return None
-        kind = "forbidden" if refused.status == 403 else "misdirected"
-        return refused.status, error_body(kind, refused.status, refused.message, refused.hint), {}
+        return self.policy.refusal(headers.get("host"), headers.get("origin"))
 
     async def _listening(self, scope: Scope, headers: Mapping[str, str]) -> Refused | None:
         return LISTENING if scope["method"] == "GET" else None
@@ -197,7 +192,7 @@ class McpGate(HttpMiddleware):
         if overlong is None:
             return None
         note_reason(OVERLONG)
-        return 400, error_body("bad_request", 400, *overlong), {}
+        return refusal(400, *overlong)
 
     async def _headers(self, scope: Scope, headers: Mapping[str, str]) -> Refused | None:
         try:
@@ -205,8 +200,7 @@ class McpGate(HttpMiddleware):
             if self.per_request_auth:
                 organization_id(headers)
         except HeaderError as exc:
-            return 400, error_body("bad_request", 400, str(exc),
-                                   "Fix or leave out the header named in the message."), {}
+            return refusal(400, str(exc), "Fix or leave out the header named in the message.")
         return None
 
     async def _token(self, scope: Scope, headers: Mapping[str, str]) -> Refused | None:
@@ -258,5 +252,4 @@ CHECKS: Final = (
 
 
 def _too_many(exc: OverBudget, message: str, hint: str) -> Refused:
-    wait = max(1, math.ceil(exc.retry_after))
-    return 429, error_body("rate_limited", 429, message, hint, retry_after=wait), {"Retry-After": str(wait)}
+    return refusal(429, message, hint, retry_after=max(1, math.ceil(exc.retry_after)))

@@ -25,7 +25,7 @@ from ..api.client import AgentAutomationClient
 from ..api.models import Organization
 from ..headers import ORGANIZATION, organization_id
 from .access import note_reason
-from .refusals import Refused, error_body
+from .refusals import Refused, refusal
 
 ORG_NOT_ALLOWED: Final = "org_not_allowed"
 UNDECIDED: Final = "undecided"
@@ -105,17 +105,16 @@ def served_organization(scope: Scope, headers: Mapping[str, str], served: tuple[
         if not organizations.restricted:
             return None
         note_reason(UNDECIDED)
-        return 502, error_body("unavailable", 502, "the service could not say yet which organisations this API token "
-                               "belongs to", "Send the request again in a few seconds.",
-                               retry_after=UNDECIDED_RETRY_SECONDS), {"Retry-After": str(UNDECIDED_RETRY_SECONDS)}
+        return refusal(502, "the service could not say yet which organisations this API token belongs to",
+                       "Send the request again in a few seconds.", retry_after=UNDECIDED_RETRY_SECONDS)
     named = organization_id(headers)
     if not served:
         note_reason(ORG_NOT_ALLOWED)
-        return 403, error_body("forbidden", 403, "this API token belongs to none of the organisations this server "
-                               "serves", organizations.refusal), {}
+        return refusal(403, "this API token belongs to none of the organisations this server serves",
+                       organizations.refusal)
     if named is not None and named not in served:
         note_reason(ORG_NOT_ALLOWED)
-        return 403, error_body("forbidden", 403, *organizations.named_refusal(named, served, signed_in=signed_in)), {}
+        return refusal(403, *organizations.named_refusal(named, served, signed_in=signed_in))
     if named is None and len(served) == 1:
         scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(served[0]).encode())]
     return None

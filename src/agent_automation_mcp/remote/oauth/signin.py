@@ -26,7 +26,7 @@ from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER, header_dict
 from ..budgets import Budget
 from ..metrics import Metrics
 from ..organizations import served_organization
-from ..refusals import Refused, error_body
+from ..refusals import Refused, refusal
 from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
 from .client_rules import is_loopback_url
@@ -139,10 +139,9 @@ class SignIn:
 
 def _refusal(status: int, message: str, challenge: str) -> Refused:
     if status == 503:
-        return 503, error_body("unavailable", 503, message, "Send the request again in a few seconds."), {
-            "Retry-After": "5"}
-    return 401, error_body("unauthorized", 401, message, "Sign in again: your MCP client does so when it sees this "
-                           "answer."), {"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
+        return refusal(503, message, "Send the request again in a few seconds.", headers={"Retry-After": "5"})
+    return refusal(401, message, "Sign in again: your MCP client does so when it sees this answer.",
+                   headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'})
 
 
 def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn, *, read_only: bool
