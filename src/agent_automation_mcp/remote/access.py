@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import logs, tracing
 from ..api.credentials import Credentials
 from ..headers import bearer_token, header_dict
+from .forwarded import client_address
 from .metrics import Metrics
 from .middleware import HttpMiddleware, ResponseStart, watching
 from .refusals import respond
@@ -124,14 +125,13 @@ class AccessLog(HttpMiddleware):
         method, named_tool = request.quoted() if request is not None else (None, None)
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
-        client = scope.get("client")
         trace = tracing.trace_id(span)  # so the line leads to the request's trace
         logger.info("%s %s %s%s %d %s %.3f s tenant %s%s", scope["method"], scope["path"], method or "-",
                     f" {tool}" if tool else "", status, outcome, seconds, tenant or "-",
                     f" trace {trace}" if trace else "",
                     extra={"event": "access", "http_method": scope["method"], "path": scope["path"],
                            "method": method, "tool": tool, "status": status, "outcome": outcome,
-                           "duration": round(seconds, 4), "tenant": tenant, "client": client[0] if client else None,
+                           "duration": round(seconds, 4), "tenant": tenant, "client": client_address(scope),
                            **({"trace_id": trace} if trace else {})})
 
 
@@ -171,12 +171,11 @@ class SignInAccess(HttpMiddleware):
             reason = call.reason or _signin_reason(status, response["location"], bytes(body) if response["json"]
                                                    else b"")
             self.metrics.signin_answered(endpoint, status, reason)
-            client = scope.get("client")
             seconds = time.monotonic() - started
             logger.info("%s %s %s %d %s %.3f s", scope["method"], scope["path"], endpoint, status, reason, seconds,
                         extra={"event": "oauth", "http_method": scope["method"], "path": scope["path"],
                                "endpoint": endpoint, "status": status, "reason": reason,
-                               "duration": round(seconds, 4), "client": client[0] if client else None})
+                               "duration": round(seconds, 4), "client": client_address(scope)})
 
 
 def _signin_reason(status: int, location: str, error_body: bytes) -> str:

@@ -24,6 +24,7 @@ from ..server import AgentAutomationServer
 from ..tools.registry import narrowed, usable
 from .access import note_reason
 from .budgets import AddressBudgets, Budget, OverBudget
+from .forwarded import client_address
 from .hosts import HostPolicy
 from .middleware import HttpMiddleware, ResponseStart, watching
 from .organizations import ORG_NOT_ALLOWED, UNDECIDED, served_organization
@@ -208,8 +209,7 @@ class McpGate(HttpMiddleware):
         token = bearer_token(headers)
         if token is None:
             return self.no_token
-        client = scope.get("client")  # the socket's peer, or what a trusted proxy says (--trusted-proxy)
-        address = client[0] if client else None
+        address = client_address(scope)  # the socket's peer, or what a trusted proxy says (--trusted-proxy)
         transport = self.server.state.transport
         try:
             if self.sign_in is not None and self.sign_in.owns(token):

@@ -39,6 +39,7 @@ from ...api.errors import ApiError, AuthenticationError
 from ...api.transport import ApiTransport
 from ..access import SignInAccess, note_reason
 from ..budgets import OverBudget
+from ..forwarded import client_address
 from ..metrics import Metrics
 from ..organizations import ORG_NOT_ALLOWED
 from ..scopes import is_read_only, with_read_only
@@ -127,7 +128,7 @@ class Endpoints:
         """`handler`, once the address's budget for `endpoint` allows; a page for the person at `/authorize`,
         JSON for a client elsewhere, when it does not (or when the store does not answer)."""
         async def budgeted(request: Request) -> Response:
-            address = request.client.host if request.client else None
+            address = client_address(request.scope)
             try:
                 if not await self._holds_credential(endpoint, request):
                     await self.budgets.spend(endpoint, address)
@@ -244,7 +245,7 @@ class Endpoints:
             return await self._approved(asked, self.sealer.open(step["token"]) or "", chosen[0])
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
-        outcome = await self._check_token(token, request.client.host if request.client else None)
+        outcome = await self._check_token(token, client_address(request.scope))
         if isinstance(outcome, Unusable):
             note_reason(outcome.reason)
             return self._form(client, asked, browser, nonce, outcome.message)
