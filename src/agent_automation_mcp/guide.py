@@ -15,7 +15,7 @@ from .api.errors import ApiError, ConfigurationError
 from .api.text import visible
 from .config import ServerSettings
 from .tools.callers import OrganizationInUse
-from .tools.registry import TOOLSETS_DECLARED, offered_names
+from .tools.registry import TOOLSETS_DECLARED, offered_names, usable
 
 GUIDE_SECONDS: Final = 5.0  # the organisation's lookup holds up a connection's start no longer than this
 ORG_NAME_CHARS: Final = 60
@@ -51,7 +51,7 @@ def instructions(server: ServerSettings, request: ServerSettings | None = None, 
     # the request (so a request for those gets "that toolset is off", not "I can't").
     server_offered = offered_names(server)
     missing = [toolset for toolset in TOOLSETS_DECLARED if not toolset.names & offered
-               and any(spec.read_only or not request.read_only for spec in toolset.tools)]
+               and any(usable(spec, read_only=request.read_only) for spec in toolset.tools)]
     if off := [toolset.name for toolset in missing if not toolset.names & server_offered]:
         sentences.append(f"Toolsets off on this server: {', '.join(off)} (the operator turns these on with "
                          "--toolsets or AGENT_AUTOMATION_TOOLSETS)")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from starlette.datastructures import Headers
 
+from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
+from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.remote.organizations import (
     UNDECIDED_RETRY_SECONDS,
     AllowedOrganizations,
     served_organization,
 )
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 
 def _decide(served: tuple[int, ...] | None, allowed: tuple[int, ...], named: str | None = None) -> tuple[Any, Any]:
@@ -63,3 +67,19 @@ def test_a_sign_ins_organisation_no_longer_served_is_told_to_sign_in_again() -> 
     error = refusal[1]["error"]["data"]
     assert error["message"] == "this server does not serve organisation 2"
     assert error["hint"] == "Sign in again and choose organisation 1: this token's organisations this server serves."
+
+
+@pytest.mark.anyio
+async def test_a_tokens_served_organisations_are_those_it_sees_that_the_list_allows() -> None:
+    alice, carol = "tok-alice-org1", "tok-carol-both"
+    config = SandboxConfig(tokens=(alice, carol), visible_orgs=2, token_orgs={alice: (1,)})
+    with SandboxServer(config) as sandbox:
+        async with ApiTransport(ApiSettings(token=alice, base_url=sandbox.url, timeout=5.0)) as transport:
+            async def served(token: str, allowed: tuple[int, ...]) -> tuple[bool, list[int]]:
+                found = await AllowedOrganizations.of(allowed).of_token(AgentAutomationClient(
+                    transport, Credentials(token)).within(10))
+                return found.seen, [org.id for org in found.served]
+
+            assert await served(carol, ()) == (True, [1, 2])  # no list: every organisation it sees
+            assert await served(carol, (2, 3)) == (True, [2])
+            assert await served(alice, (2,)) == (True, [])  # it sees one, which this server does not serve

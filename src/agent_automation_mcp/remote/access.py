@@ -21,12 +21,14 @@ from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
 from opentelemetry.trace import Span
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import logs, tracing
 from ..api.credentials import Credentials
 from ..headers import bearer_token, header_dict
+from .forwarded import client_address
 from .metrics import Metrics
+from .middleware import HttpMiddleware, ResponseStart, watching
 from .refusals import respond
 from .rpc_request import BODY_TOO_SLOW, RpcRequest, read_body, read_request
 
@@ -63,18 +65,15 @@ def note_reason(reason: str) -> None:
         call.reason = reason
 
 
-class AccessLog:
+class AccessLog(HttpMiddleware):
     """An ASGI app around `/mcp`'s gate."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics, *, max_body_bytes: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
         headers = header_dict(scope["headers"])
         given = headers.get(REQUEST_ID_HEADER, "")
@@ -88,14 +87,12 @@ class AccessLog:
         parent = tracing.incoming(scope, request.meta if request is not None else None)
         response: dict[str, Any] = {"status": 500, "token_refused": False}
 
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                response["status"] = message["status"]
-                answered = header_dict(message.get("headers", []))
-                response["token_refused"] = "invalid_token" in answered.get("www-authenticate", "")
-                message["headers"] = [*message.get("headers", []), (REQUEST_ID_HEADER.encode(), rid.encode())]
-            await send(message)
+        def answered(start: ResponseStart) -> None:
+            response["status"] = start.status
+            response["token_refused"] = "invalid_token" in start.headers.get("www-authenticate", "")
+            start.append(REQUEST_ID_HEADER, rid)
 
+        sending = watching(send, answered)
         call = _Call()
         rid_token = logs.request_id.set(rid)
         call_token = _current_call.set(call)
@@ -128,63 +125,57 @@ class AccessLog:
         method, named_tool = request.quoted() if request is not None else (None, None)
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
-        client = scope.get("client")
         trace = tracing.trace_id(span)  # so the line leads to the request's trace
         logger.info("%s %s %s%s %d %s %.3f s tenant %s%s", scope["method"], scope["path"], method or "-",
                     f" {tool}" if tool else "", status, outcome, seconds, tenant or "-",
                     f" trace {trace}" if trace else "",
                     extra={"event": "access", "http_method": scope["method"], "path": scope["path"],
                            "method": method, "tool": tool, "status": status, "outcome": outcome,
-                           "duration": round(seconds, 4), "tenant": tenant, "client": client[0] if client else None,
+                           "duration": round(seconds, 4), "tenant": tenant, "client": client_address(scope),
                            **({"trace_id": trace} if trace else {})})
 
 
-class SignInAccess:
+class SignInAccess(HttpMiddleware):
     """One access line per request to a sign-in endpoint (`endpoint`: authorize, consent, token, register, revoke,
     metadata) and its count in `agent_automation_oauth_requests`: the status and a short reason, `ok` or why it was
     refused. The line never holds a code, token, verifier or secret: only the endpoint, method, status, reason,
     duration and client address are written, and a reason is a short word the endpoint or an OAuth error code gave."""
 
     def __init__(self, app: ASGIApp, endpoint: str, metrics: Metrics) -> None:
-        self.app = app
+        super().__init__(app)
         self.endpoint = endpoint
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
         endpoint = "consent" if self.endpoint == "authorize" and scope["method"] == "POST" else self.endpoint
         response: dict[str, Any] = {"status": 500, "location": "", "json": False}
         body = bytearray()
 
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                response["status"] = message["status"]
-                answered = header_dict(message.get("headers", []))
-                response["location"] = answered.get("location", "")
-                response["json"] = answered.get("content-type", "").startswith("application/json")
-            elif response["json"] and response["status"] >= 400 and len(body) < MAX_ERROR_BODY_BYTES:
-                body.extend(message.get("body", b"")[:MAX_ERROR_BODY_BYTES - len(body)])
-            await send(message)
+        def answered(start: ResponseStart) -> None:
+            response["status"] = start.status
+            response["location"] = start.headers.get("location", "")
+            response["json"] = start.headers.get("content-type", "").startswith("application/json")
+
+        def answering(part: bytes) -> None:
+            if response["json"] and response["status"] >= 400 and len(body) < MAX_ERROR_BODY_BYTES:
+                body.extend(part[:MAX_ERROR_BODY_BYTES - len(body)])
 
         call = _Call()
         token = _current_call.set(call)
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receive, watching(send, answered, answering))
         finally:
             _current_call.reset(token)
             status = response["status"]
             reason = call.reason or _signin_reason(status, response["location"], bytes(body) if response["json"]
                                                    else b"")
             self.metrics.signin_answered(endpoint, status, reason)
-            client = scope.get("client")
             seconds = time.monotonic() - started
             logger.info("%s %s %s %d %s %.3f s", scope["method"], scope["path"], endpoint, status, reason, seconds,
                         extra={"event": "oauth", "http_method": scope["method"], "path": scope["path"],
                                "endpoint": endpoint, "status": status, "reason": reason,
-                               "duration": round(seconds, 4), "client": client[0] if client else None})
+                               "duration": round(seconds, 4), "client": client_address(scope)})
 
 
 def _signin_reason(status: int, location: str, error_body: bytes) -> str:

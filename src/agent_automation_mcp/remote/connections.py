@@ -7,36 +7,31 @@ call's progress and its result) counts as a stream too, until it ends. Listening
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..headers import header_dict
 from .metrics import Metrics
+from .middleware import HttpMiddleware, ResponseStart, watching
 
 
-class OpenConnections:
+class OpenConnections(HttpMiddleware):
     """ASGI middleware around the whole app: `agent_automation_open_connections` and `..._open_streams`."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         streaming = False
 
-        async def sending(message: Message) -> None:
+        def started(start: ResponseStart) -> None:
             nonlocal streaming
-            if message["type"] == "http.response.start" and header_dict(message.get("headers", [])).get(
-                    "content-type", "").startswith("text/event-stream"):
+            if start.headers.get("content-type", "").startswith("text/event-stream"):
                 streaming = True
                 self.metrics.open_streams.inc()
-            await send(message)
 
         self.metrics.open_connections.inc()
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receive, watching(send, started))
         finally:
             self.metrics.open_connections.dec()
             if streaming:

@@ -14,6 +14,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from ..api.settings import is_loopback
+from .refusals import Refused, refusal
 
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 WILDCARDS: Final = ("0.0.0.0", "[::]")
@@ -56,13 +57,6 @@ def split_authority(value: str) -> tuple[str, int | None] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
-    status: int
-    message: str
-    hint: str
-
-
-@dataclass(frozen=True, slots=True)
 class HostPolicy:
     """`hosts`: (name, port or None for any); None means any Host (a wildcard bind with no allowed hosts).
     `origins`: (scheme, name, port or None)."""
@@ -88,15 +82,15 @@ class HostPolicy:
             hosts.add((bracketed(bind), None))
         return cls(frozenset(hosts) if hosts else None, frozenset(origins))
 
-    def refusal(self, host: str | None, origin: str | None) -> Refusal | None:
+    def refusal(self, host: str | None, origin: str | None) -> Refused | None:
         if self.hosts is not None and not self._host_allowed(host):
             shown = (host or "")[:100]
-            return Refusal(421, f"this server does not answer to the Host {shown!r}",
+            return refusal(421, f"this server does not answer to the Host {shown!r}",
                            "If that is this server's name, start it with --allowed-host NAME (or "
                            "AGENT_AUTOMATION_ALLOWED_HOSTS); behind a proxy, pass the client's Host through or allow "
                            "the name the proxy sends.")
         if origin and not self._origin_allowed(origin):
-            return Refusal(403, f"requests from the web origin {origin[:100]!r} are not allowed",
+            return refusal(403, f"requests from the web origin {origin[:100]!r} are not allowed",
                            "If pages from that origin may use this server, start it with --allowed-origin ORIGIN "
                            "(or AGENT_AUTOMATION_ALLOWED_ORIGINS).")
         return None

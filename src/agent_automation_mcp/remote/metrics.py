@@ -35,8 +35,9 @@ SERVICE_SIDE_FAILURES: Final = ("server_error", "timeout", "connection", "outcom
 UPSTREAM_STATUSES: Final = ("200", "429", "500", "502", "503", "504", "timeout", "connection")
 # Why /mcp requests are refused, with the status each gets.
 REFUSALS: Final = (("400", "bad_request"), ("400", "overlong"), ("401", "no_token"), ("401", "token_refused"),
-                   ("403", "origin"), ("403", "org_not_allowed"), ("405", "method_not_allowed"),
-                   ("406", "not_acceptable"), ("408", "body_too_slow"), ("413", "body_too_large"), ("421", "host"),
+                   ("403", "origin"), ("403", "org_not_allowed"), ("403", "insufficient_scope"),
+                   ("405", "method_not_allowed"), ("406", "not_acceptable"), ("408", "body_too_slow"),
+                   ("413", "body_too_large"), ("421", "host"),
                    ("429", "rate_limited"), ("429", "requests_per_token"), ("502", "undecided"),
                    ("503", "unavailable"))
 # Sign-in endpoints that spend an address's budget, and what they answer when it is spent or its store is down.

@@ -17,18 +17,28 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from starlette.types import Scope
 
+from ..api.client import AgentAutomationClient
+from ..api.models import Organization
 from ..headers import ORGANIZATION, organization_id
 from .access import note_reason
-from .refusals import Refused, error_body
+from .refusals import Refused, refusal
 
 ORG_NOT_ALLOWED: Final = "org_not_allowed"
 UNDECIDED: Final = "undecided"
 # An unanswered check is not asked again before this, by any replica (`verdicts.py`): the wait a refusal names.
 UNDECIDED_RETRY_SECONDS: Final = 10
+LISTED: Final = 100  # a token's organisations read: the service's largest page
+
+
+class TokenOrganizations(NamedTuple):
+    """What the service says of a token's organisations: whether it sees any, and those this server serves."""
+
+    seen: bool
+    served: tuple[Organization, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,12 @@ class AllowedOrganizations:
     @property
     def restricted(self) -> bool:
         return self.ids is not None
+
+    async def of_token(self, client: AgentAutomationClient) -> TokenOrganizations:
+        """The organisations `client`'s token sees, and those of them served: the one reading of them that the token
+        check (`verdicts.py`) and the consent page share."""
+        page = await client.list_organizations(limit=LISTED)
+        return TokenOrganizations(bool(page.items), tuple(org for org in page.items if self.allows(org.id)))
 
     @property
     def fingerprint(self) -> str:
@@ -89,17 +105,16 @@ def served_organization(scope: Scope, headers: Mapping[str, str], served: tuple[
         if not organizations.restricted:
             return None
         note_reason(UNDECIDED)
-        return 502, error_body("unavailable", 502, "the service could not say yet which organisations this API token "
-                               "belongs to", "Send the request again in a few seconds.",
-                               retry_after=UNDECIDED_RETRY_SECONDS), {"Retry-After": str(UNDECIDED_RETRY_SECONDS)}
+        return refusal(502, "the service could not say yet which organisations this API token belongs to",
+                       "Send the request again in a few seconds.", retry_after=UNDECIDED_RETRY_SECONDS)
     named = organization_id(headers)
     if not served:
         note_reason(ORG_NOT_ALLOWED)
-        return 403, error_body("forbidden", 403, "this API token belongs to none of the organisations this server "
-                               "serves", organizations.refusal), {}
+        return refusal(403, "this API token belongs to none of the organisations this server serves",
+                       organizations.refusal)
     if named is not None and named not in served:
         note_reason(ORG_NOT_ALLOWED)
-        return 403, error_body("forbidden", 403, *organizations.named_refusal(named, served, signed_in=signed_in)), {}
+        return refusal(403, *organizations.named_refusal(named, served, signed_in=signed_in))
     if named is None and len(served) == 1:
         scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(served[0]).encode())]
     return None

@@ -12,20 +12,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from starlette.types import Send
 
-Refused = tuple[int, dict[str, Any], Mapping[str, str]]
 
-# JSON-RPC codes by HTTP status: the implementation-defined server range (-32000 to -32099), except a malformed
-# request, which JSON-RPC names itself.
-RPC_CODES: Final[Mapping[int, int]] = {400: -32600, 401: -32001, 403: -32003, 405: -32005, 408: -32008,
-                                       421: -32021, 429: -32029, 502: -32052, 503: -32053}
+class Refused(NamedTuple):
+    status: int
+    body: dict[str, Any]
+    headers: Mapping[str, str]
 
 
-def error_body(kind: str, status: int, message: str, hint: str, *,
-               retry_after: int | None = None) -> dict[str, Any]:
+# By HTTP status: the one error shape's `kind`, and the JSON-RPC code (the implementation-defined server range,
+# -32000 to -32099, except a malformed request, which JSON-RPC names itself).
+STATUSES: Final[Mapping[int, tuple[str, int]]] = {
+    400: ("bad_request", -32600), 401: ("unauthorized", -32001), 403: ("forbidden", -32003),
+    405: ("method_not_allowed", -32005), 408: ("timeout", -32008), 421: ("misdirected", -32021),
+    429: ("rate_limited", -32029), 502: ("unavailable", -32052), 503: ("unavailable", -32053)}
+
+
+def refusal(status: int, message: str, hint: str, *, retry_after: int | None = None,
+            headers: Mapping[str, str] | None = None) -> Refused:
+    """The answer to a refused request; `retry_after` is said in the body and in a `Retry-After` header alike."""
+    kind, code = STATUSES[status]
     shape: dict[str, Any] = {"kind": kind, "status": status, "message": message}
     if retry_after is not None:
         shape["retry_after_seconds"] = retry_after
@@ -34,8 +43,9 @@ def error_body(kind: str, status: int, message: str, hint: str, *,
     if retry_after is not None:
         shown += f" (Retry after {retry_after} s.)"
     # id null: refused before the body was read; the SDK clients answer the request they sent with it.
-    return {"jsonrpc": "2.0", "id": None,
-            "error": {"code": RPC_CODES.get(status, -32000), **shape, "message": shown, "data": shape}}
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, **shape, "message": shown, "data": shape}}
+    waiting = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    return Refused(status, body, {**waiting, **(headers or {})})
 
 
 async def respond(send: Send, refused: Refused) -> None:

@@ -18,16 +18,16 @@ from typing import Any, Final
 import anyio
 from starlette.types import Message, Receive, Scope
 
-from .refusals import Refused, error_body
+from .refusals import Refused, refusal
 
 BODY_SECONDS: Final = 10.0  # as for the headers (header_deadline.py): a real client sends its body at once
 MAX_METHOD_CHARS: Final = 64  # the longest MCP method is 38; a method or name is quoted at most this long
 MAX_ID_CHARS: Final = 128  # a JSON-RPC id, as text: a number, a UUID (36) or a short string
 STATE_KEY: Final = "agent_automation.rpc_request"  # where the read request sits in the ASGI scope's state
 UNREADABLE: Final = object()  # a body that is not JSON, or is nested past the parser's depth
-BODY_TOO_SLOW: Final[Refused] = (408, error_body(
-    "timeout", 408, f"the request's body did not arrive within {BODY_SECONDS:g} s of its headers; nothing was done",
-    "Send the whole request at once."), {"Connection": "close"})
+BODY_TOO_SLOW: Final[Refused] = refusal(
+    408, f"the request's body did not arrive within {BODY_SECONDS:g} s of its headers; nothing was done",
+    "Send the whole request at once.", headers={"Connection": "close"})
 
 
 @dataclass(frozen=True, slots=True)

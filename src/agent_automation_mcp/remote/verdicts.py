@@ -143,8 +143,7 @@ class TokenVerdicts:
             user = await client.get_current_user()
             served = None
             if self.organizations.restricted:
-                page = await client.list_organizations(limit=100)
-                served = tuple(org.id for org in page.items if self.organizations.allows(org.id))
+                served = tuple(org.id for org in (await self.organizations.of_token(client)).served)
         except AuthenticationError:
             logger.info("the service refused token %s", tenant_id(key))
             _observe(transport, False)

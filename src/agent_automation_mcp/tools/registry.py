@@ -24,7 +24,7 @@ from .declarations import Toolset, ToolSpec
 
 __all__ = ["DEFAULT_TOOLSETS", "KEYWORDS", "OPERATIONS_WITHOUT_TOOL", "OPT_IN_TOOLSETS", "TOOLSETS",
            "TOOLSETS_DECLARED", "all_tools", "narrowed", "offered_names", "parse_toolsets", "select_tools",
-           "toolsets_help"]
+           "toolsets_help", "usable"]
 
 
 def _in_listing_order(*declared: Toolset) -> tuple[Toolset, ...]:
@@ -58,10 +58,17 @@ def all_tools() -> list[ToolSpec]:
     return [spec for toolset in TOOLSETS_DECLARED for spec in toolset.tools]
 
 
+def usable(spec: ToolSpec, *, read_only: bool) -> bool:
+    """The read-only rule: under a read-only ceiling (the operator's, a request's header or a read-only sign-in's),
+    only a tool that writes nothing. What is listed, what the guide names and what the gate lets a read-only sign-in
+    call all ask this."""
+    return spec.read_only or not read_only
+
+
 def select_tools(settings: ServerSettings) -> list[ToolSpec]:
     """The toolset filter and the read-only ceiling, applied once for both listing and calling."""
     return [spec for spec in all_tools()
-            if spec.toolset in settings.toolsets and (spec.read_only or not settings.read_only)]
+            if spec.toolset in settings.toolsets and usable(spec, read_only=settings.read_only)]
 
 
 @lru_cache(maxsize=256)  # one per distinct narrowing of the settings: a handful, bounded whatever headers say

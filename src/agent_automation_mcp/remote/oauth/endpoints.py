@@ -39,6 +39,7 @@ from ...api.errors import ApiError, AuthenticationError
 from ...api.transport import ApiTransport
 from ..access import SignInAccess, note_reason
 from ..budgets import OverBudget
+from ..forwarded import client_address
 from ..metrics import Metrics
 from ..organizations import ORG_NOT_ALLOWED
 from ..scopes import is_read_only, with_read_only
@@ -127,7 +128,7 @@ class Endpoints:
         """`handler`, once the address's budget for `endpoint` allows; a page for the person at `/authorize`,
         JSON for a client elsewhere, when it does not (or when the store does not answer)."""
         async def budgeted(request: Request) -> Response:
-            address = request.client.host if request.client else None
+            address = client_address(request.scope)
             try:
                 if not await self._holds_credential(endpoint, request):
                     await self.budgets.spend(endpoint, address)
@@ -244,7 +245,7 @@ class Endpoints:
             return await self._approved(asked, self.sealer.open(step["token"]) or "", chosen[0])
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
-        outcome = await self._check_token(token, request.client.host if request.client else None)
+        outcome = await self._check_token(token, client_address(request.scope))
         if isinstance(outcome, Unusable):
             note_reason(outcome.reason)
             return self._form(client, asked, browser, nonce, outcome.message)
@@ -278,20 +279,19 @@ class Endpoints:
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS).single_attempt()
         try:
             await client.get_current_user()
-            page = await client.list_organizations(limit=100)
+            organizations = await self.organizations.of_token(client)
         except AuthenticationError:
             return Unusable("token_refused", "The service refused this token (invalid or revoked). Create a new one "
                             "at https://codegen.com/token.")
         except ApiError:
             return Unusable("upstream_error", "The service could not be asked about this token just now; try again "
                             "in a minute.")
-        if not page.items:
+        if not organizations.seen:
             return Unusable("no_organization", "This token sees no organisation at the service.")
-        served = [(org.id, org.name) for org in page.items if self.organizations.allows(org.id)]
-        if not served:
+        if not organizations.served:
             return Unusable(ORG_NOT_ALLOWED, self.organizations.refusal)
         await self.verdicts.remember_accepted(credentials, address)
-        return served
+        return [(org.id, org.name) for org in organizations.served]
 
     async def _checked_client(self, client_id: str | None, redirect_uri: str | None
                               ) -> str | tuple[OAuthClientInformationFull, str]:

@@ -26,7 +26,7 @@ from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER, header_dict
 from ..budgets import Budget
 from ..metrics import Metrics
 from ..organizations import served_organization
-from ..refusals import Refused, error_body
+from ..refusals import Refused, refusal
 from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
 from .client_rules import is_loopback_url
@@ -126,8 +126,9 @@ class SignIn:
                 await self.grants.end(signed_in.grant.id)
             return _refusal(401, "the service no longer accepts the token this sign-in was made with",
                             self.challenge)
-        scope["headers"] = _as_caller(scope["headers"], signed_in)
-        if is_read_only(signed_in.grant.scopes):
+        read_only = is_read_only(signed_in.grant.scopes)
+        scope["headers"] = _as_caller(scope["headers"], signed_in, read_only=read_only)
+        if read_only:  # so the gate refuses a call of a tool that writes (`usable`) before it runs
             scope.setdefault("state", {})[READ_ONLY_GRANT] = True
         return served_organization(scope, header_dict(scope["headers"]), verdict.served, verdicts.organizations,
                                    signed_in=True)
@@ -138,20 +139,20 @@ class SignIn:
 
 def _refusal(status: int, message: str, challenge: str) -> Refused:
     if status == 503:
-        return 503, error_body("unavailable", 503, message, "Send the request again in a few seconds."), {
-            "Retry-After": "5"}
-    return 401, error_body("unauthorized", 401, message, "Sign in again: your MCP client does so when it sees this "
-                           "answer."), {"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
+        return refusal(503, message, "Send the request again in a few seconds.", headers={"Retry-After": "5"})
+    return refusal(401, message, "Sign in again: your MCP client does so when it sees this answer.",
+                   headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'})
 
 
-def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn) -> list[tuple[bytes, bytes]]:
+def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn, *, read_only: bool
+               ) -> list[tuple[bytes, bytes]]:
     """The request's headers with the grant's service token and organisation in place of what the client sent."""
     kept = [(name, value) for name, value in headers if name.lower() not in (AUTHORIZATION.encode(),
                                                                              ORGANIZATION.encode())]
     kept.append((AUTHORIZATION.encode(), f"Bearer {signed_in.service_token}".encode()))
     if signed_in.grant.org_id is not None:
         kept.append((ORGANIZATION.encode(), str(signed_in.grant.org_id).encode()))
-    if is_read_only(signed_in.grant.scopes):  # whatever the client sent: a read-only grant lists no writes
+    if read_only:  # whatever the client sent: a read-only grant lists no writes (`usable`)
         kept = [(name, value) for name, value in kept if name.lower() != READONLY_HEADER.encode()]
         kept.append((READONLY_HEADER.encode(), b"true"))
     return kept
