@@ -35,6 +35,7 @@ from agent_automation_mcp.remote.gate import Lifecycle, McpGate
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import Metrics
 from agent_automation_mcp.remote.oauth import SignIn
+from agent_automation_mcp.remote.verdicts import TokenVerdicts
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.callers import RequestCaller, ServerState
@@ -95,15 +96,17 @@ async def measure(requests: int, rounds: int, redis_url: str, sandbox: SandboxSe
                             oauth_keys=(Fernet.generate_key().decode(),), state_keys=("k" * 64,))
     async with ApiTransport(api, create_pacer(api)) as transport:
         server.state = ServerState(transport=transport, callers=RequestCaller(), settings=server.server_settings)
-        memory = SignIn.from_settings(remote, SharedStore(), lambda: transport, Metrics())
-        shared = SignIn.from_settings(remote, SharedStore(redis_client(redis_url)), lambda: transport, Metrics())
-        away = SignIn.from_settings(remote, SharedStore(redis_client(f"redis://127.0.0.1:{free_port()}/0")),
-                                    lambda: transport, Metrics())
+        stores = {"oauth, memory store": SharedStore(), "oauth, Redis store": SharedStore(redis_client(redis_url)),
+                  "oauth, Redis not answering": SharedStore(redis_client(f"redis://127.0.0.1:{free_port()}/0"))}
+        verdicts = {name: TokenVerdicts() for name in stores}  # a sign-in and its gate share theirs, as served
+        sign_ins = {name: SignIn.from_settings(remote, store, verdicts[name], lambda: transport, Metrics())
+                    for name, store in stores.items()}
         variants = [Variant("request", McpGate(answer, server, policy, lifecycle, per_request_auth=True), TOKEN)]
-        token = await signed_in_token(memory)  # the same keys everywhere: any variant honours it
-        for name, sign_in in (("oauth, memory store", memory), ("oauth, Redis store", shared),
-                              ("oauth, Redis not answering", away)):
-            gate = McpGate(answer, server, policy, lifecycle, per_request_auth=True, sign_in=sign_in)
+        # the same keys everywhere: any variant honours it
+        token = await signed_in_token(sign_ins["oauth, memory store"])
+        for name, sign_in in sign_ins.items():
+            gate = McpGate(answer, server, policy, lifecycle, per_request_auth=True, sign_in=sign_in,
+                           verdicts=verdicts[name])
             variants.append(Variant(name, gate, token))
         for variant in variants:  # the verdict is asked of the service once, then remembered: warm it
             assert await request(variant.gate, variant.token) == 200
@@ -114,8 +117,8 @@ async def measure(requests: int, rounds: int, redis_url: str, sandbox: SandboxSe
                     await request(variant.gate, variant.token)
                 variant.cpu_us.append((time.process_time() - cpu) / requests * 1e6)
                 variant.wall_us.append((time.perf_counter() - wall) / requests * 1e6)
-        await shared.close()
-        await away.close()
+        for sign_in in sign_ins.values():
+            await sign_in.close()
     return variants
 
 
