@@ -52,7 +52,7 @@ async def test_ten_runs_with_pull_requests_read_in_under_half_the_tokens_of_thei
         assert (f" {run['elapsed_seconds']}s" in line) == (run["elapsed_seconds"] is not None)
         assert _written(run["result"], line) and _written(run["summary"], line)
         if run["metadata"] is not None:
-            assert 'meta: ticket="OPS-12"' in line
+            assert 'meta: ticket=OPS-12' in line  # a plain word, unquoted
         for pr in run["pull_requests"]:
             assert f"pr {pr['pr_id']} sandbox-org/web-app#{pr['number']} {pr['head_branch_name']} " in line
             assert _written(pr["title"], line) and pr["created_at"][17:19] in line
