@@ -11,7 +11,13 @@ import httpx2
 import pytest
 from sandboxed import connected
 
-from agent_automation_mcp.tools.run_text import FOLD_LEGEND, LIST_FOLD_CHARS, RUNS_LEGEND, render_runs
+from agent_automation_mcp.tools.run_text import (
+    FOLD_LEGEND,
+    LIST_FOLD_CHARS,
+    RESULT_FOLD_CHARS,
+    RUNS_LEGEND,
+    render_runs,
+)
 from agent_automation_mcp.tools.runs import usual_web_url
 
 FIXTURE_REPO = 201  # the sandbox's web-app
@@ -21,12 +27,12 @@ def _escaped(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
-def _written(value: str | None, line: str) -> bool:
-    """The value is on the line whole, or its first LIST_FOLD_CHARS characters with how many more there are."""
+def _written(value: str | None, line: str, chars: int = LIST_FOLD_CHARS) -> bool:
+    """The value is on the line whole, or its first `chars` characters with how many more there are."""
     if value is None:
         return True
     text = _escaped(value)
-    return text in line if len(text) <= LIST_FOLD_CHARS else f"{text[:LIST_FOLD_CHARS]}…+" in line
+    return text in line if len(text) <= chars else f"{text[:chars]}…+{len(text) - chars}" in line
 
 
 @pytest.mark.anyio
@@ -42,19 +48,19 @@ async def test_ten_runs_with_pull_requests_read_in_under_half_the_tokens_of_thei
     page: Any = result.structured_content
     summary, body = result.content[0].text, result.content[1].text
     lines = body.split("\n")
-    assert lines[0] == "source_type=API (every run) organization_id=1 (every run)"
-    assert lines[1] == RUNS_LEGEND + ":"
+    assert lines[0] == "every run: source_type=API organization_id=1; every pr on sandbox-org/web-app"
+    assert lines[1] == f"{RUNS_LEGEND}; {FOLD_LEGEND}:"  # the results are folded
     assert len(lines) == 2 + len(page["runs"]) == 13
     for run, line in zip(page["runs"], lines[2:], strict=True):
         assert line.startswith(f"{run['id']} {run['status']} ")
         assert run["created_at"][17:19] in line.split(": ", 1)[0]  # to the second
         assert run["web_url"] == usual_web_url(run["id"]) and "web_url" not in line
         assert (f" {run['elapsed_seconds']}s" in line) == (run["elapsed_seconds"] is not None)
-        assert _written(run["result"], line) and _written(run["summary"], line)
+        assert _written(run["result"], line, RESULT_FOLD_CHARS) and _written(run["summary"], line)
         if run["metadata"] is not None:
-            assert 'meta: ticket="OPS-12"' in line
+            assert 'meta: ticket=OPS-12' in line  # a plain word, unquoted
         for pr in run["pull_requests"]:
-            assert f"pr {pr['pr_id']} sandbox-org/web-app#{pr['number']} {pr['head_branch_name']} " in line
+            assert f"pr {pr['pr_id']} #{pr['number']} {pr['head_branch_name']} " in line  # the head names the repo
             assert _written(pr["title"], line) and pr["created_at"][17:19] in line
         assert "null" not in line and "is_terminal" not in line
     data = len(json.dumps(page, ensure_ascii=False, separators=(",", ":")))
@@ -85,6 +91,18 @@ def test_odd_runs_say_what_differs_and_service_text_stays_on_its_line() -> None:
     assert lines[3] == "9 PENDING organization_id=2"
 
 
+def test_the_repository_every_pull_request_is_on_is_named_once() -> None:
+    def run(run_id: int, *repos: str) -> dict[str, Any]:
+        return {"id": run_id, "status": "COMPLETE", "pull_requests": [
+            {"pr_id": 10 * run_id + number, "number": number, "url": f"https://github.com/{repo}/pull/{number}"}
+            for number, repo in enumerate(repos, 1)]}
+
+    one = render_runs({"runs": [run(1, "o/a"), run(2, "o/a", "o/a")]}, usual_web_url).split("\n")
+    assert one == ["every pr on o/a", RUNS_LEGEND + ":", "1 COMPLETE | pr 11 #1", "2 COMPLETE | pr 21 #1 | pr 22 #2"]
+    two = render_runs({"runs": [run(1, "o/a"), run(2, "o/b")]}, usual_web_url).split("\n")
+    assert two == [RUNS_LEGEND + ":", "1 COMPLETE | pr 11 o/a#1", "2 COMPLETE | pr 21 o/b#1"]
+
+
 def test_the_tools_page_says_the_lists_fold_as_the_code_has_it() -> None:
     page = " ".join((Path(__file__).parents[2] / "docs" / "tools.md").read_text().split())
-    assert f"folded past {LIST_FOLD_CHARS} characters" in page
+    assert f"folded past {RESULT_FOLD_CHARS} characters, a summary or title past {LIST_FOLD_CHARS}" in page

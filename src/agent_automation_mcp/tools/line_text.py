@@ -11,6 +11,10 @@ from typing import Any, Final
 from .results import compact_json
 
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+# A string written without quotes (as logfmt does): it cannot pass for a number, a literal, a `#N`, or run into the
+# separators around it (space, `,`, `(`, `)`, `|`, `: `, `=`).
+_WORD: Final = re.compile(r"[A-Za-z_/.][A-Za-z0-9_/.:@+-]*(?<!:)")
+_LITERALS: Final = frozenset({"true", "false", "null", "none", "nan", "infinity"})
 
 
 def flat(text: str) -> str:
@@ -52,9 +56,19 @@ def scalar(value: Any) -> str:
 
 
 def value_text(value: Any) -> str:
-    """An object as `key=value` pairs, keys bare where they are plain names; everything else, and every value of an
-    object, as compact JSON (one line: JSON escapes line breaks)."""
+    """An object as `key=value` pairs (`member_texts`); anything else as compact JSON (one line: JSON escapes line
+    breaks)."""
     if isinstance(value, dict) and value:
-        return " ".join(f"{key if _NAME.fullmatch(key) else compact_json(key)}={compact_json(item)}"
-                        for key, item in value.items())
+        return " ".join(f"{key}={text}" for key, text in member_texts(value))
     return compact_json(value)
+
+
+def member_texts(value: Any) -> list[tuple[str, str]]:
+    """An object's members as (key, value) texts: keys bare where they are plain names, values as compact JSON but
+    plain words unquoted; nothing for anything else."""
+    if not isinstance(value, dict):
+        return []
+    return [(key if _NAME.fullmatch(key) else compact_json(key),
+             item if isinstance(item, str) and _WORD.fullmatch(item) and item.casefold() not in _LITERALS
+             else compact_json(item))
+            for key, item in value.items()]
