@@ -16,13 +16,11 @@ also milliseconds of a start-up's CPU.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -35,14 +33,11 @@ from serving import set_up
 from serving_profile import PY_SPY, Profile, parse, summarise
 from startup import spawn_to_list
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from stdio_session import first_session  # the import test's session, not a copy
+
 Stacks = list[tuple[list[tuple[str, str]], int]]
 ENTRY = ("agent_automation_mcp/__main__.py", "bare_server.py", "/runpy.py")  # a program's own top level
-SESSION = (  # what a host sends a server it starts: the handshake, then the tool list
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "profile", "version": "1"}}},
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-)
 
 
 @contextmanager
@@ -102,24 +97,12 @@ def ours_at_work(frames: list[tuple[str, str]]) -> str | None:
 
 
 def sampled_session(command: list[str], env: dict[str, str] | None) -> None:
-    """Runs `command` (py-spy, the server its child) through a host's first messages, ending its input once the
-    list is answered: at the end of its input the SDK cancels what is still in flight."""
+    """Runs `command` (py-spy, the server its child) through a host's first session (tests/stdio_session.py); what
+    py-spy says of itself on the same output is read past."""
     with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True, env=env) as spy:
-        assert spy.stdin is not None and spy.stdout is not None
-        stopper = threading.Timer(300, spy.kill)  # a hung server ends the reading below
-        stopper.start()
-        try:
-            spy.stdin.write("".join(json.dumps(message) + "\n" for message in SESSION))
-            spy.stdin.flush()
-            for line in spy.stdout:  # the server's answers, and what py-spy says of itself
-                if line.startswith("{") and json.loads(line).get("id") == SESSION[-1]["id"]:
-                    break
-            spy.stdin.close()
-            if spy.wait(300):
-                raise RuntimeError(f"{command[-1]}: the profiled start-up failed")
-        finally:
-            stopper.cancel()
+        if first_session(spy, 300)[1]:
+            raise RuntimeError(f"{command[-1]}: the profiled start-up failed")
 
 
 def profile_startup(before: Path | None, spawns: int, rate: int, top: int) -> str:

@@ -13,11 +13,11 @@ import ast
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from stdio_session import first_session
 
 SOURCE = Path(__file__).parents[1] / "src"
 PACKAGE = "agent_automation_mcp"
@@ -25,12 +25,6 @@ PACKAGE = "agent_automation_mcp"
 # metrics, the trace exporter), runs the sandbox, or sends its first request (the HTTP client's connection layer).
 STDIO_NEVER_LOADS = (f"{PACKAGE}.remote", f"{PACKAGE}.sandbox", "redis", "prometheus_client", "uvloop", "httptools",
                      "opentelemetry.sdk", "httpcore2")
-SESSION = (  # what a host sends a server it starts: the handshake, then the tool list
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}},
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-)
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
@@ -174,24 +168,11 @@ def test_a_stdio_start_that_lists_the_tools_loads_no_remote_serving(tmp_path: Pa
             "atexit.register(lambda: open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules))))\n"
             "from agent_automation_mcp.cli import main\n"
             "sys.exit(main([]))\n")
-    answers: list[dict[str, Any]] = []
     with (tmp_path / "stderr").open("w+") as stderr, subprocess.Popen(
             [sys.executable, "-c", code, str(loaded)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
             text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SOURCE)}) as server:
-        assert server.stdin is not None and server.stdout is not None
-        stopper = threading.Timer(120, server.kill)  # a hung server ends the reading below
-        stopper.start()
-        try:
-            server.stdin.write("".join(json.dumps(message) + "\n" for message in SESSION))
-            server.stdin.flush()
-            for line in server.stdout:
-                answers.append(json.loads(line))
-                if answers[-1].get("id") == 2:
-                    break
-            server.stdin.close()
-            returncode = server.wait(120)
-        finally:
-            stopper.cancel()
+        lines, returncode = first_session(server, 120)
+        answers = [json.loads(line) for line in lines]
         stderr.seek(0)
         assert returncode == 0 and [answer["id"] for answer in answers] == [1, 2], stderr.read()[-2000:]
     assert len(answers[1]["result"]["tools"]) > 10
