@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 
 from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.api.text import hides_nothing, visible
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
@@ -46,6 +47,15 @@ async def test_text_from_the_service_stays_out_of_summaries_and_loses_hidden_con
         assert not any(char in summary or char in data or char in result.content[1].text for char in HIDDEN)
     assert INJECTED in json.dumps(results[0].structured_content) + json.dumps(results[1].structured_content)
     assert "Sandbox Org" in results[5].content[1].text and results[4].structured_content["repositories"]
+
+
+def test_json_text_that_shows_nothing_hidden_decodes_to_visible_strings() -> None:
+    """The one scan `ok` makes before it would walk a result: it never passes a hidden character, raw or escaped,
+    and walks for nothing only where a backslash stands before b, f or u00."""
+    points = [*range(0x3000), *range(0xFE00, 0x10000), *range(0xE0000, 0xE0080)]
+    for text in [chr(point) for point in points] + ["C:\\bin", "tab\tand\nline", "\\u0000"]:
+        shown = json.dumps({"key": f"a{text}b", text: 1}, ensure_ascii=False, separators=(",", ":"))
+        assert hides_nothing(shown) == (visible(text) == text and "\\" not in text), repr(text)
 
 
 def _runs(count: int, result_chars: int) -> list[Run]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import time
-import uuid
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -77,7 +77,7 @@ class AccessLog(HttpMiddleware):
         started = time.monotonic()
         headers = header_dict(scope["headers"])
         given = headers.get(REQUEST_ID_HEADER, "")
-        rid = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        rid = given if REQUEST_ID.fullmatch(given) else secrets.token_hex(16)
         read_in_time = True
         if scope["method"] == "POST":  # read once here for the gate, the trace context and this line
             replaying = await read_body(scope, receive, self.max_body_bytes)

@@ -18,7 +18,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..api.params import Limit, Skip
-from ..api.text import visible_tree
+from ..api.text import hides_nothing, visible_tree
 
 MAX_RESULT_CHARS: Final = 60_000  # of a result's JSON (~15k tokens), so one call cannot flood a model's context
 PAGE_ITEMS_CHARS: Final = MAX_RESULT_CHARS - 2_000  # a page's items, leaving room for its other fields
@@ -81,8 +81,11 @@ def ok(output: BaseModel, summary: str, *, rest: str = "ask for less at once",
     Longer than `MAX_RESULT_CHARS`, the data is cut to fit (long strings first, then the end of the largest
     list) and the summary says so and how to get the rest (`rest`).
     """
-    data = visible_tree(output.model_dump(mode="json", by_alias=True))
+    data = output.model_dump(mode="json", by_alias=True)
     text = compact_json(data)
+    if not hides_nothing(text):
+        data = visible_tree(data)
+        text = compact_json(data)
     if len(text) > MAX_RESULT_CHARS:
         data, what = _fit(data)
         text = compact_json(data)

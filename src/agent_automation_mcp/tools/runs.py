@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Self
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -106,8 +106,9 @@ class Run(Output):
     pull_requests: list[PullRequestRef] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, run: AgentRun, max_chars: int, since: datetime | None = None) -> Run:
-        """`since`: when this server saw the run resume, for a resume's own result (see `elapsed_phrase`)."""
+    def of(cls, run: AgentRun, max_chars: int, since: datetime | None = None, **more: Any) -> Self:
+        """`since`: when this server saw the run resume, for a resume's own result (see `elapsed_phrase`); `more`:
+        the fields a subclass adds, so its result is one model built once."""
         if run.is_terminal:
             elapsed = None
         elif since is not None:
@@ -121,6 +122,7 @@ class Run(Output):
             result=trim_text(run.result, max_chars) if run.result else run.result,
             summary=trim_text(run.summary, max_chars) if run.summary else None,
             metadata=run.metadata, pull_requests=[PullRequestRef.of(pr) for pr in run.github_pull_requests or ()],
+            **more,
         )
 
     def shortened(self) -> Run:
@@ -267,7 +269,7 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
 def run_result(run: AgentRun, max_chars: int, *, waited_seconds: float = 0, note: str | None = None,
                more: str = "") -> CallToolResult:
     """What get_agent_run answers for `run`; a run followed as a task ends with the same answer."""
-    out = WaitedRun(**Run.of(run, max_chars).model_dump(), waited_seconds=waited_seconds, note=note)
+    out = WaitedRun.of(run, max_chars, waited_seconds=waited_seconds, note=note)
     return ok(out, out.describe() + more)
 
 
