@@ -143,6 +143,8 @@ def throttled_wait(buckets: Sequence[str], seconds: float) -> AbstractContextMan
 
 def paced(span: Span | None, waited: float, shared: bool) -> None:
     """How long the wait was, and whether the send was charged in Redis (shared by every replica) or here only."""
+    if span is None:
+        return
     note(span, {"agent_automation.pacing.wait_seconds": round(waited, 6),
                 "agent_automation.pacing.ledger": "shared" if shared else "local"})
 

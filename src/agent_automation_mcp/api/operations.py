@@ -7,7 +7,7 @@ and the sandbox serves its paths. Nothing else restates a method, a path or a ra
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -51,10 +51,10 @@ class Operation:
     body: bool = False
     fallback_path: str | None = None
     starts_run: bool = False
+    path_params: tuple[str, ...] = field(init=False, repr=False, compare=False)  # read on every send: found once
 
-    @property
-    def path_params(self) -> tuple[str, ...]:
-        return tuple(_PATH_PARAM.findall(self.path))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path_params", tuple(_PATH_PARAM.findall(self.path)))
 
     @property
     def needs_org(self) -> bool:
