@@ -14,6 +14,8 @@ from mcp import Client, MCPError
 from mcp.server import MCPServer
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
@@ -24,6 +26,7 @@ from agent_automation_mcp.sdk_seams import (
     serve_get_prompt,
     serve_list_prompts,
     serve_list_tools,
+    tool_with_output,
 )
 from agent_automation_mcp.server import build_server
 
@@ -85,3 +88,29 @@ async def test_instructions_are_written_for_the_request_in_either_era(mode: str,
         assert client.instructions == f"written for {method}", f"{SDK}: the {method} answer changed shape"
         await client.list_tools()
     assert asked == [method]
+
+
+class Answer(BaseModel):
+    count: int
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_tool_given_its_output_schema_publishes_it_and_still_validates_each_result(mode: str) -> None:
+    """The SDK takes the schema it is given without generating its own, and checks every result against the model:
+    else the outline would be published beside a schema nobody reads, or results would go out unchecked."""
+    async def count(value: str) -> CallToolResult:
+        structured = {"count": len(value)} if value != "wrong" else {"count": "many"}
+        return CallToolResult(content=[TextContent(type="text", text=str(structured))], structured_content=structured)
+
+    given = {"type": "object", "properties": {"count": {}}}
+    tool = tool_with_output(count, name="count", title="Count", description="Counts.", annotations=ToolAnnotations(),
+                            meta=None, output_model=Answer, output_schema=given)
+    assert tool.output_schema is given, f"{SDK}: Tool.from_function no longer leaves FuncMetadata's fields live"
+    async with Client(MCPServer("seams", tools=[tool]), mode=mode) as client:
+        (listed,) = (await client.list_tools()).tools
+        assert listed.output_schema == given
+        good = await client.call_tool("count", {"value": "four"})
+        assert not good.is_error and good.structured_content == {"count": 4}
+        bad = await client.call_tool("count", {"value": "wrong"})
+        assert bad.is_error, f"{SDK}: a result is no longer validated against FuncMetadata.output_model"

@@ -39,7 +39,7 @@ from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
 from .prompts import add_prompts
-from .sdk_seams import drop_methods, instructions_per_request, serve_list_tools
+from .sdk_seams import drop_methods, instructions_per_request, serve_list_tools, tool_with_output
 from .tasks import RunTasks
 from .tasks.extension import MISSING_CAPABILITY, STILL_WORKING
 from .tasks.notify import ListenObserver
@@ -60,6 +60,7 @@ from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, protocol_error, unknown_arguments
 from .tools.mentions import cut_schema, cut_to
+from .tools.outlines import model_outline
 from .tools.registry import narrowed, offered_names, select_tools
 from .view import RunsView
 
@@ -129,8 +130,11 @@ class AgentAutomationServer(MCPServer[ServerState]):
         view = RunsView(api.rate_limits)
         self.tasks = tasks = RunTasks(state_keys, self.shared, self._offered_to, observer)  # runs followed as tasks
         self._task_methods = frozenset(binding.method for binding in tasks.methods())
+        tools = [tool_with_output(spec.handler, name=spec.name, title=spec.title, description=spec.description,
+                                  annotations=spec.annotations, meta=view.meta_for(spec), output_model=spec.output,
+                                  output_schema=model_outline(spec.output)) for spec in self.tool_specs]
         super().__init__(name="agent-automation", title="Agent Automation (Codegen)", version=__version__,
-                         instructions=instructions(settings), lifespan=_lifespan,
+                         instructions=instructions(settings), lifespan=_lifespan, tools=tools,
                          log_level=log_level, subscriptions=False,  # the tool list never changes while the server runs
                          cache_hints={"tools/list": TOOLS_LIST_HINT}, extensions=[tasks, view],
                          middleware=[instructions_per_request(self._instructions_for), self._listing,
@@ -140,15 +144,11 @@ class AgentAutomationServer(MCPServer[ServerState]):
         drop_methods(self, "resources/templates/")
         add_prompts(self, self._offered, self._offered_to, self.shared)
         serve_list_tools(self, self._list_offered_tools)
-        for spec in self.tool_specs:
-            self.add_tool(spec.handler, name=spec.name, title=spec.title, description=spec.description,
-                          annotations=spec.annotations, structured_output=True, meta=view.meta_for(spec))
 
     async def list_tools(self) -> list[MCPTool]:
         if self._compact_tools is None:
             self._compact_tools = [
-                tool.model_copy(update={"input_schema": compact_schema(tool.input_schema),
-                                        "output_schema": outline(tool.output_schema)})
+                tool.model_copy(update={"input_schema": compact_schema(tool.input_schema)})
                 for tool in await super().list_tools()]
             self._parameters = {tool.name: frozenset(tool.input_schema.get("properties", {}))
                                 for tool in self._compact_tools}
@@ -422,36 +422,6 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
     `properties` below the top (the properties say it).
     """
     return _compact(_inlined(schema), output=output, top=True)
-
-
-def outline(schema: Any) -> Any:
-    """An output schema as the names of what a result holds, nested as the result is, without types.
-
-    Before a call a model needs to know what a result will hold (pull_requests[].pr_id, next_skip); that a field
-    is an integer or may be null it reads off the value. The types, `required` lists and nullable branches were
-    a third of `tools/list` and told a model nothing, so they go; `{}` (any value) keeps the schema valid for
-    every result.
-    """
-    if not isinstance(schema, dict):
-        return schema
-    defs = schema.get("$defs", {})
-
-    def names(node: Any, seen: frozenset[str]) -> dict[str, Any]:
-        if not isinstance(node, dict):
-            return {}
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            name = ref.removeprefix("#/$defs/")
-            return {} if name in seen else names(defs.get(name), seen | {name})
-        for branch in node.get("anyOf", ()):  # a nullable object or list: its non-null branch
-            if inner := names(branch, seen):
-                return inner
-        if isinstance(node.get("properties"), dict):
-            return {"properties": {key: names(value, seen) for key, value in node["properties"].items()}}
-        inner = names(node.get("items"), seen)
-        return {"items": inner} if inner else {}
-
-    return {"type": "object", **names(schema, frozenset())}
 
 
 def _compact(schema: Any, *, output: bool, top: bool = False) -> Any:
