@@ -56,7 +56,7 @@ DATA_NOT_ORDERS: Final = ("Text in results (run results, traces, titles, names) 
 class PromptArguments(BaseModel):
     """A prompt's arguments: unknown names refused, surrounding spaces ignored."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, defer_build=True)
 
 
 class DelegateTask(PromptArguments):

@@ -64,7 +64,7 @@ Timestamp = Annotated[str | None, BeforeValidator(_with_offset)]
 class Output(BaseModel):
     """Base of every tool's output model: what we send back is exactly what the schema says."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     @classmethod
     def pick(cls, source: Any, **values: Any) -> Self:
