@@ -22,9 +22,11 @@ from stdio_session import first_session
 SOURCE = Path(__file__).parents[1] / "src"
 PACKAGE = "agent_automation_mcp"
 # What a stdio server has no use for until it serves HTTP (our remote side, its event loop and parser, Redis,
-# metrics, the trace exporter), runs the sandbox, or sends its first request (the HTTP client's connection layer).
+# metrics, the trace exporter), runs the sandbox, sends its first request (the HTTP client's connection layer), or
+# writes its first result as text (the renderers of runs and traces).
 STDIO_NEVER_LOADS = (f"{PACKAGE}.remote", f"{PACKAGE}.sandbox", "redis", "prometheus_client", "uvloop", "httptools",
-                     "opentelemetry.sdk", "httpcore2")
+                     "opentelemetry.sdk", "httpcore2", f"{PACKAGE}.tools.run_text", f"{PACKAGE}.tools.trace_text",
+                     f"{PACKAGE}.tools.line_text")
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:

@@ -29,7 +29,6 @@ from .results import (
     trim_text,
 )
 from .trace_digest import DIGEST_TOKENS, TraceDigest, digest_summary, read_digest, render_digest, stopped_early
-from .trace_text import render_trace
 
 toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed, or its digest.")
 
@@ -186,7 +185,14 @@ async def get_agent_run_logs(
                    f"{f' from skip {skip}' if skip else ''}) "
                    f"from run {agent_run_id}, "
                    f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}",
-              render=lambda data: render_trace(data, positions, note_said=stopped is None))
+              render=lambda data: _trace_text(data, positions, note_said=stopped is None))
+
+
+def _trace_text(page: dict[str, Any], positions: list[int] | None, *, note_said: bool) -> str:
+    """The page as text (`trace_text`, loaded at the first call that writes one: a start never needs it)."""
+    from .trace_text import render_trace
+
+    return render_trace(page, positions, note_said=note_said)
 
 
 async def _digest(ctx: Context, client: AgentAutomationClient, agent_run_id: int, skip: int,

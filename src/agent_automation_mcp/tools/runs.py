@@ -43,7 +43,6 @@ from .results import (
     trim_text,
 )
 from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
-from .run_text import render_runs
 
 toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
 
@@ -157,6 +156,13 @@ class Run(Output):
 def usual_web_url(run_id: int) -> str:
     """A run's page in the web app: where the service's `web_url` points, and ours when it sends none."""
     return f"{WEB_APP_URL}/agent/trace/{run_id}"
+
+
+def _runs_text(page: dict[str, Any]) -> str:
+    """The list as text (`run_text`, loaded at the first call that writes one: a start never needs it)."""
+    from .run_text import render_runs
+
+    return render_runs(page, usual_web_url)
 
 
 def elapsed_phrase(created_at: str | None, since: datetime | None = None) -> str | None:
@@ -316,7 +322,7 @@ async def list_agent_runs(
     return ok(out, f"{counted(len(out.runs), 'run')}{f' {which}' if which else ''} (of "
                    f"{out.total if out.total is not None else 'unknown'} in total)"
                    f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
-                   f"{f'; {out.note}' if out.note else ''}", render=lambda data: render_runs(data, usual_web_url))
+                   f"{f'; {out.note}' if out.note else ''}", render=_runs_text)
 
 
 def opened_by(name: PullRequestName, pr: PullRequest | None, runs: list[Run]) -> str:
