@@ -25,7 +25,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import Context
 from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, CallToolRequestParams, CallToolResult, RequestParams
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
@@ -62,10 +62,14 @@ LEGACY_CAPABILITIES: Final = {"list": {}, "cancel": {}, "requests": {"tools": {"
 
 
 class TaskIdParams(RequestParams):
+    model_config = ConfigDict(defer_build=True)  # its validator built at the first task request, not at every start
+
     task_id: str = Field(max_length=1000)
 
 
 class TaskListParams(RequestParams):
+    model_config = ConfigDict(defer_build=True)
+
     cursor: str | None = Field(default=None, max_length=20)
 
 
