@@ -9,7 +9,7 @@ process; the components and our functions are benchmarks/serving_profile.py's, a
 the server's CPU per call. **startup**: each subject spawned `--spawns` times under `py-spy record` (the server its
 child) and given a host's first messages (`initialize`, `tools/list`, then the end of its input), until it exits;
 the samples of every spawn together, by what the running code was doing: importing a module (ours, or the SDK's and
-the libraries'), building the server (the SDK's `add_tool` for each tool, or our own code), or serving; a share is
+the libraries'), building the server (the SDK's tool from each function, or our own code), or serving; a share is
 also milliseconds of a start-up's CPU.
 """
 
@@ -72,13 +72,13 @@ def profile_calls(before: Path | None, calls: int, rate: int) -> list[Profile]:
 
 def startup_part(frames: list[tuple[str, str]]) -> str:
     """What a start-up sample was doing: the innermost module being imported (not the program's own top level),
-    else building the server (the SDK's `add_tool`, or ours), else serving."""
+    else building the server (the SDK's `Tool.from_function`, which `add_tool` calls, or ours), else serving."""
     for function, file in reversed(frames):
         if function == "<module>" and not file.endswith(ENTRY):
             return "imports: ours (our modules' bodies)" if "agent_automation_mcp/" in file else \
                 "imports: the SDK and the libraries"
-    if any(function.endswith("add_tool") and "/mcp/" in file for function, file in frames):
-        return "building the server: the SDK's add_tool (schemas and models per tool)"
+    if any(function.endswith(("add_tool", "from_function")) and "/mcp/" in file for function, file in frames):
+        return "building the server: the SDK's tools (argument models and schemas per tool)"
     if any("agent_automation_mcp/" in file for _, file in frames):
         return "our own code, not imports (settings, building the server, lifespan)"
     return "the SDK serving (transport, session, tools/list) and the interpreter"
