@@ -3,6 +3,7 @@ would have generated for it, for every tool: the faster way may never say anythi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import pytest
@@ -63,19 +64,20 @@ class Node(BaseModel):
     pair: tuple[Leaf, Leaf] | None = None
     by_key: dict[str, Leaf] = {}
     sets: list[list[Leaf]] = []
+    sequence: Sequence[Leaf] = ()
     renamed: int = Field(0, alias="spoken")
     anything: Any = None
 
 
 def test_every_shape_outlines_as_its_json_schema_does() -> None:
-    """Nesting, a model inside itself, unions, tuples, mappings, lists of lists and aliases: each named as pydantic's
-    schema names it."""
+    """Nesting, a model inside itself, unions, tuples, mappings, lists of lists, sequences and aliases: each named
+    as pydantic's schema names it."""
     found = model_outline(Node)
     assert found == outline(generated(Node))
     assert found["properties"]["leaf"] == found["properties"]["either"] == {"properties": {"a": {}, "b": {}}}
     assert found["properties"]["children"] == {"items": {"properties": {
         "label": {}, "children": {}, "parent": {}, "leaf": {"properties": {"a": {}, "b": {}}},
         "either": {"properties": {"a": {}, "b": {}}}, "leaves": {"items": {"properties": {"a": {}, "b": {}}}},
-        "pair": {}, "by_key": {}, "sets": {"items": {"items": {"properties": {"a": {}, "b": {}}}}}, "spoken": {},
-        "anything": {}}}}
+        "pair": {}, "by_key": {}, "sets": {"items": {"items": {"properties": {"a": {}, "b": {}}}}},
+        "sequence": {"items": {"properties": {"a": {}, "b": {}}}}, "spoken": {}, "anything": {}}}}
     assert found["properties"]["pair"] == found["properties"]["by_key"] == {}

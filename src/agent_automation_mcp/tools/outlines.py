@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Sequence, Set
 from typing import Annotated, Any, Union
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 Node = dict[str, Any]
-SEQUENCES = (list, set, frozenset, typing.Sequence, typing.AbstractSet)  # a JSON array of one kind of item
+SEQUENCES = (list, set, frozenset, Sequence, Set)  # origins of a JSON array of one kind of item
 
 
 def model_outline(model: type[BaseModel]) -> Node:
