@@ -238,6 +238,6 @@ class WebhookConfig(Resource):
 class WebhookOverride(BaseModel):
     """Sent, not read: strict."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built when a run is first sent one
     url: str = Field(min_length=1, max_length=2083, pattern=r"^https?://\S+$")
     secret: str | None = None
