@@ -29,6 +29,14 @@ STDIO_NEVER_LOADS = (f"{PACKAGE}.remote", f"{PACKAGE}.sandbox", "redis", "promet
                      f"{PACKAGE}.tools.line_text")
 
 
+# Our models whose validators wait for their first use (`defer_build`: results, prompt and task arguments, the
+# service's answers) and were built all the same: what a stdio start evaluates as it exits.
+BUILT_MODELS = ("sorted(f'{c.__module__}.{c.__qualname__}' for m in list(sys.modules.values()) "
+                f"if m.__name__.startswith('{PACKAGE}.') for c in vars(m).values() if isinstance(c, type) "
+                "and c.__module__ == m.__name__ and getattr(c, 'model_config', {}).get('defer_build') "
+                "and getattr(c, '__pydantic_complete__', False))")
+
+
 def module_names(root: Path, package: str) -> dict[str, Path]:
     """Dotted module name → file, for every `.py` file of the package (`__init__.py` names the package)."""
     names = {}
@@ -162,12 +170,13 @@ def test_every_form_of_import_is_an_edge(tmp_path: Path, statement: str, expecte
 
 def test_a_stdio_start_that_lists_the_tools_loads_no_remote_serving(tmp_path: Path) -> None:
     """A host starting a session (the handshake, `tools/list`, then the end of its input) waits for every import, so
-    what only HTTP serving or a request needs is loaded when it is needed. The input ends only once the list is
-    answered: at the end of its input the SDK cancels what is still in flight, so ending it with the request could
-    leave the list unanswered on a busy machine."""
+    what only HTTP serving or a request needs is loaded (and a validator built) when it is needed. The input ends
+    only once the list is answered: at the end of its input the SDK cancels what is still in flight, so ending it
+    with the request could leave the list unanswered on a busy machine."""
     loaded = tmp_path / "modules.json"
     code = ("import atexit, json, sys\n"
-            "atexit.register(lambda: open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules))))\n"
+            "atexit.register(lambda: open(sys.argv[1], 'w').write(json.dumps("
+            f"{{'modules': sorted(sys.modules), 'built': {BUILT_MODELS}}})))\n"
             "from agent_automation_mcp.cli import main\n"
             "sys.exit(main([]))\n")
     with (tmp_path / "stderr").open("w+") as stderr, subprocess.Popen(
@@ -178,6 +187,8 @@ def test_a_stdio_start_that_lists_the_tools_loads_no_remote_serving(tmp_path: Pa
         stderr.seek(0)
         assert returncode == 0 and [answer["id"] for answer in answers] == [1, 2], stderr.read()[-2000:]
     assert len(answers[1]["result"]["tools"]) > 10
-    modules = json.loads(loaded.read_text())
+    found = json.loads(loaded.read_text())
+    modules = found["modules"]
     assert f"{PACKAGE}.server" in modules
     assert [m for m in modules if any(m == n or m.startswith(f"{n}.") for n in STDIO_NEVER_LOADS)] == []
+    assert found["built"] == [], "built at start, though their validators wait for their first use (defer_build)"
