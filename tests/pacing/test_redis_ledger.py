@@ -393,3 +393,26 @@ async def test_a_redis_restarted_empty_between_two_calls_gets_the_window_back(
     async with Redis.from_url(own_redis_server.url) as inspect:
         assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 6
     await replica.aclose()
+
+
+async def test_a_late_answer_from_a_redis_that_kept_its_data_is_not_taken_for_a_restart(
+        own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A call asked while a send of ours was in the window, run by Redis after it left (held up in a paused Redis
+    here; a starved event loop or a wait for a connection holds it up alike), finds the log as it was."""
+    caplog.set_level(logging.WARNING, logger="agent_automation_mcp.pacing")
+    window, held_up = 1.0, 0.4  # held up for less than the client's timeout: a slow answer, not Redis gone
+    replica, key = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(6, window)}, margin=MARGIN,
+                               max_replicas=4), token()
+    async with Redis.from_url(own_redis_server.url) as inspect:
+        try:
+            first = await replica.charge(key, ["standard"], bulk=False)
+            assert isinstance(first, Receipt) and first.shared is not None
+            # Ask while the first send is still well inside the window; Redis runs the call after it has left.
+            await anyio.sleep(window - 4 * MARGIN)
+            await inspect.execute_command("CLIENT", "PAUSE", round(held_up * 1000), "ALL")
+            second = await replica.charge(key, ["standard"], bulk=False)
+            assert isinstance(second, Receipt) and second.shared is not None  # charged in Redis, not locally
+            assert not replica.degraded and "lost recent sends" not in caplog.text
+            assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 2  # nothing given back twice
+        finally:
+            await replica.aclose()
