@@ -13,7 +13,6 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import anyio
 import httpx2
@@ -27,6 +26,7 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import create_pacer, redis_ledger
 from agent_automation_mcp.redis_pool import REDIS_TIMEOUT
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from schedstat import waited_since, waiting_for_cpu
 
 from .redis_server import RedisServer
 
@@ -112,12 +112,6 @@ async def test_replicas_losing_redis_under_load_send_no_429_and_fail_no_call(
     assert answered == len(log)
 
 
-def waiting_for_cpu() -> dict[str, int]:
-    """Per thread of this process, the nanoseconds it has spent ready to run but waiting for a CPU (Linux'
-    schedstat; none where there is none, which asks the full throughput of every second)."""
-    return {stat.parent.name: int(stat.read_text().split()[1]) for stat in Path("/proc/self/task").glob("*/schedstat")}
-
-
 @dataclass(frozen=True)
 class Mark:
     """An instant of the test, and how long each thread had waited for a CPU by then."""
@@ -127,9 +121,9 @@ class Mark:
 
     def ran_until(self, stop: Mark) -> float:
         """Seconds from here to `stop` less the time the threads waited for a CPU, summed: the calls need the
-        event loop and the sandbox's thread by turns, so a wait of either holds them up."""
-        waited = sum(max(0, then - self.waited.get(thread, 0)) for thread, then in stop.waited.items())
-        return stop.at - self.at - waited / 1e9
+        event loop and the sandbox's thread by turns, so a wait of either holds them up. Without schedstat, the
+        whole time: the full throughput of every second is asked."""
+        return stop.at - self.at - sum(waited_since(self.waited, stop.waited))
 
 
 async def down_until_each_finds_it(server: RedisServer, pacers: list[Pacer], at_least: float, *,
