@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -416,3 +417,48 @@ async def test_a_late_answer_from_a_redis_that_kept_its_data_is_not_taken_for_a_
             assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 2  # nothing given back twice
         finally:
             await replica.aclose()
+
+
+async def test_sends_made_while_another_call_carries_its_own_reach_redis_too(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one call carries this replica's sends into a Redis that is back, other calls pace locally; a send they
+    make then is carried as well, not left out of the shared log for every other replica."""
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
+    long_log = 50_000  # carry.lua reads and rewrites a log whole: carrying into this one takes a while
+    replica = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(2 * long_log, 30)},
+                          margin=MARGIN, max_replicas=4)
+    slow, quick = token(), token()
+    process = own_redis_server.process
+    assert process is not None
+    async with Redis.from_url(own_redis_server.url) as inspect:
+        try:
+            assert isinstance(await replica.charge(slow, ["standard"], bulk=False), Receipt)
+            seconds, micros = await inspect.time()
+            newest = seconds * 1_000_000 + micros
+            for start in range(0, long_log, 10_000):
+                await inspect.rpush(f"aamcp:{{{slow}}}:standard", *range(newest - start, newest - start - 10_000, -1))
+            process.send_signal(signal.SIGSTOP)  # stalled past the client's timeout: the next send is local
+            try:
+                assert await local_send(replica, slow)
+            finally:
+                process.send_signal(signal.SIGCONT)
+            await anyio.sleep(0.1)  # Redis is due again
+
+            async def while_carrying() -> None:
+                await anyio.sleep(0.05)  # the first call is carrying the slow token's send meanwhile (about 0.3 s)
+                await replica.charge(quick, ["standard"], bulk=False)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(while_carrying)
+                await replica.charge(slow, ["standard"], bulk=False)
+            await anyio.sleep(0.1)  # should carrying have outlasted the client's timeout, Redis is due again
+            await replica.charge(slow, ["standard"], bulk=False)
+            assert await inspect.llen(f"aamcp:{{{quick}}}:standard") == 1
+        finally:
+            await replica.aclose()
+
+
+async def local_send(replica: RedisLedger, key: str) -> bool:
+    """Whether a send went at once, on this replica's local share alone."""
+    charged = await replica.charge(key, ["standard"], bulk=False)
+    return isinstance(charged, Receipt) and charged.shared is None

@@ -41,6 +41,10 @@ RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried 
 # every replica serving calls has tried Redis again and carried its sends into it, and so has one without calls, at
 # its next readiness probe (every 5 s in the shipped Deployment; `/readyz` asks Redis too).
 REJOIN_TRIES: Final = 4
+# Rounds of carrying sends into Redis when it is back: calls that find one under way pace locally, and the sends
+# they make go in the next round (one round trip each, so a round rarely finds any; past the last, one would wait
+# for the next outage).
+CARRY_ROUNDS: Final = 4
 SWEEP_EVERY: Final = 60.0  # seconds between passes that forget what this replica sent on idle tokens
 # Each acquire answers, per bucket, how many sends lie within the newest 1/PARTS, 2/PARTS ... of its window: cut
 # off, a replica counts each send as made at the end of its part, at most window / PARTS later than it was.
@@ -341,7 +345,9 @@ class RedisLedger:
             try:
                 if await self._reach() and not self._restoring:
                     self._give_back_all()  # Redis came back empty: every send of ours is news to it
-                await self._carry_unshared()
+                for _ in range(CARRY_ROUNDS):  # the sends other calls made locally meanwhile go in the next
+                    if not await self._carry_unshared():
+                        break
             except UNREACHABLE as exc:
                 self._lost(exc)
                 return "local"
@@ -388,9 +394,10 @@ class RedisLedger:
                 if known.counts:  # else never heard of: the local log already holds all this replica knows
                     self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
 
-    async def _carry_unshared(self) -> None:
-        """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot)."""
-        now = time.monotonic()
+    async def _carry_unshared(self) -> int:
+        """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot); say how
+        many."""
+        now, count = time.monotonic(), 0
         for token_key, sent in list(self._sent.items()):
             carried = {bucket: list(known.unshared) for bucket, known in sent.items() if known.unshared}
             if not carried:
@@ -406,3 +413,5 @@ class RedisLedger:
                 known, done = sent[bucket], set(carried[bucket])
                 known.unshared = [t for t in known.unshared if t not in done]
                 known.hold((logged - round((now - t) * _US) for t in carried[bucket]), self._keep(bucket))
+                count += len(done)
+        return count
