@@ -11,9 +11,11 @@ def waiting_for_cpu(pid: int | str = "self") -> dict[str, int]:
     waits = {}
     for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
         try:
-            waits[stat.parent.name] = int(stat.read_text().split()[1])
+            fields = stat.read_text().split()
         except OSError:  # the thread, or the process, ended meanwhile
             continue
+        if len(fields) > 1:  # else ending as it was read
+            waits[stat.parent.name] = int(fields[1])
     return waits
 
 
