@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -393,3 +394,74 @@ async def test_a_redis_restarted_empty_between_two_calls_gets_the_window_back(
     async with Redis.from_url(own_redis_server.url) as inspect:
         assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 6
     await replica.aclose()
+
+
+async def test_a_late_answer_from_a_redis_that_kept_its_data_is_not_taken_for_a_restart(
+        own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A call asked while a send of ours was in the window, run by Redis after it left (held up in a paused Redis
+    here; a starved event loop or a wait for a connection holds it up alike), finds the log as it was."""
+    caplog.set_level(logging.WARNING, logger="agent_automation_mcp.pacing")
+    window, held_up = 1.0, 0.3  # held up for less than the client's timeout: a slow answer, not Redis gone
+    replica, key = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(6, window)}, margin=MARGIN,
+                               max_replicas=4), token()
+    async with Redis.from_url(own_redis_server.url) as inspect:
+        try:
+            first = await replica.charge(key, ["standard"], bulk=False)
+            assert isinstance(first, Receipt) and first.shared is not None
+            # Ask while the first send is still well inside the window; Redis runs the call after it has left.
+            await anyio.sleep(window - 3 * MARGIN)
+            await inspect.execute_command("CLIENT", "PAUSE", round(held_up * 1000), "ALL")
+            second = await replica.charge(key, ["standard"], bulk=False)
+            assert isinstance(second, Receipt) and second.shared is not None  # charged in Redis, not locally
+            assert not replica.degraded and "lost recent sends" not in caplog.text
+            assert await inspect.llen(f"aamcp:{{{key}}}:standard") == 2  # nothing given back twice
+        finally:
+            await replica.aclose()
+
+
+async def test_sends_made_while_another_call_carries_its_own_reach_redis_too(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one call carries this replica's sends into a Redis that is back, other calls pace locally; a send they
+    make then is carried as well, not left out of the shared log for every other replica."""
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)
+    long_log = 20_000  # carry.lua reads and rewrites a log whole: carrying into this one takes a while
+    replica = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(2 * long_log, 30)},
+                          margin=MARGIN, max_replicas=4)
+    slow, quick = token(), token()
+    process = own_redis_server.process
+    assert process is not None
+    async with Redis.from_url(own_redis_server.url) as inspect:
+        try:
+            assert isinstance(await replica.charge(slow, ["standard"], bulk=False), Receipt)
+            seconds, micros = await inspect.time()
+            newest = seconds * 1_000_000 + micros
+            for start in range(0, long_log, 10_000):
+                await inspect.rpush(f"aamcp:{{{slow}}}:standard", *range(newest - start, newest - start - 10_000, -1))
+            process.send_signal(signal.SIGSTOP)  # stalled past the client's timeout: the next send is local
+            try:
+                assert await local_send(replica, slow)
+            finally:
+                process.send_signal(signal.SIGCONT)
+            await anyio.sleep(0.1)  # Redis is due again
+
+            async def while_carrying() -> None:
+                await anyio.sleep(0.03)  # the first call is carrying the slow token's send meanwhile (about 0.1 s)
+                await replica.charge(quick, ["standard"], bulk=False)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(while_carrying)
+                await replica.charge(slow, ["standard"], bulk=False)
+            for _ in range(20):  # should a carry outlast the client's timeout on a busy machine, Redis is due again
+                if await inspect.llen(f"aamcp:{{{quick}}}:standard"):
+                    break
+                await anyio.sleep(0.1)
+                await replica.charge(slow, ["standard"], bulk=False)
+            assert await inspect.llen(f"aamcp:{{{quick}}}:standard") == 1
+        finally:
+            await replica.aclose()
+
+
+async def local_send(replica: RedisLedger, key: str) -> bool:
+    """Whether a send went at once, on this replica's local share alone."""
+    charged = await replica.charge(key, ["standard"], bulk=False)
+    return isinstance(charged, Receipt) and charged.shared is None

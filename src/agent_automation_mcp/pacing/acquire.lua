@@ -3,10 +3,13 @@
 -- KEYS: per bucket, its log (stamp bounds in microseconds, largest first) and its mode hash.
 -- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin, probe lease,
 --       parts (see below), then per bucket: limit, cap (the share this caller may fill), window, spacing interval,
---       stagger, catch-up, and how many of the caller's own sends must lie within the window.
+--       stagger, catch-up, since and held: the caller's own sends this log took from `since` on (on this clock, the
+--       earliest of them; 0 for none), each logged with a bound at or after it.
 -- Returns {1, bound, counts...} when charged (bound: what the send was logged with, for settle.lua), else
--- {0, wait, counts...}, or {2, 0, counts...} without charging when a log holds fewer bounds within its window than
--- the caller's own sends there: Redis lost them (it restarted empty), and the caller must give them back first.
+-- {0, wait, counts...}, or {2, 0, counts...} without charging when a log holds fewer bounds from `since` on than the
+-- caller's sends it took there: Redis lost them (it restarted empty), and the caller must give them back first.
+-- Bounds are compared with bounds this clock wrote, never with the caller's time: a call that reaches Redis late (a
+-- starved caller, a wait for a connection, a paused Redis) cannot take sends that left the window meanwhile for lost.
 -- Times in microseconds. Per bucket, counts holds `parts` numbers: how many bounds lie within
 -- the newest 1/parts, 2/parts ... of its window. That is all a replica keeps of the shared log, should Redis go
 -- (see redis_ledger.RedisLedger): the sends' times to within a part of the window.
@@ -21,7 +24,7 @@ local ready = now
 local slots = {}  -- per bucket in spacing mode: the slot of its last send (see sliding_log.CATCH_UP)
 local probing = {}  -- per bucket: this send is its probe
 for i = 1, buckets do
-  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 7 * (i - 1)
+  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 8 * (i - 1)
   local limit, cap, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local interval, stagger, catch_up = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local at = now
@@ -61,18 +64,24 @@ local function within(log, horizon, from)
   end
   return lo
 end
+-- No rule removes a bound before two windows have passed (the stale ones below, a log's expiry) or without keeping
+-- `limit` larger ones (LTRIM, carry.lua); a settled bound stays at or after its departure (settle.lua). Past
+-- since + two windows the caller's sends may have gone by those rules: nothing is concluded.
 local lost = false
 for i = 1, buckets do
-  local a = 5 + 7 * (i - 1)
-  local expected = tonumber(ARGV[a + 7])
-  if expected > 0 and within(KEYS[2 * i - 1], now - tonumber(ARGV[a + 3]), 0) < expected then lost = true end
+  local a = 5 + 8 * (i - 1)
+  local limit, window, since, held = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 7]),
+    tonumber(ARGV[a + 8])
+  if held > 0 and now < since + 2 * window and within(KEYS[2 * i - 1], since - 1, 0) < math.min(held, limit) then
+    lost = true
+  end
 end
 local charged = charge == 1 and ready <= now and not lost
 local bound = string.format('%.0f', now + margin)
 if charged then
   local departed = string.format('%.0f', now)
   for i = 1, buckets do
-    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 7 * (i - 1)
+    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 8 * (i - 1)
     local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
     local keep = math.ceil((2 * window + margin) / 1000) + 1000  -- ms: the 429 handler looks two windows back
     if slots[i] then
@@ -97,7 +106,7 @@ end
 local reply = {0, ready - now}
 if charged then reply = {1, tonumber(bound)} elseif lost then reply = {2, 0} end
 for i = 1, buckets do
-  local log, window = KEYS[2 * i - 1], tonumber(ARGV[5 + 7 * (i - 1) + 3])
+  local log, window = KEYS[2 * i - 1], tonumber(ARGV[5 + 8 * (i - 1) + 3])
   local count = 0
   for part = 1, parts do
     count = within(log, now - window * part / parts, count)

@@ -1,7 +1,7 @@
 -- Hand Redis the sends one replica made while it could not reach it, so that every replica counts them again.
 -- KEYS: per bucket of one token, its log (stamp bounds in microseconds, largest first).
 -- ARGV: margin, then per bucket: limit, window, n, then n ages of those sends' bounds (microseconds before now;
--- below 0 for a bound still ahead). Returns 0.
+-- below 0 for a bound still ahead). Returns now (microseconds): each send is logged at now less its age.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local margin, a = tonumber(ARGV[1]), 2
@@ -17,4 +17,4 @@ for i = 1, #KEYS do
   if #sends > 0 then redis.call('PEXPIRE', log, math.ceil((2 * window + margin) / 1000) + 1000) end
   a = a + 3 + n
 end
-return 0
+return now

@@ -19,7 +19,7 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from typing import Final, Literal
@@ -41,6 +41,10 @@ RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried 
 # every replica serving calls has tried Redis again and carried its sends into it, and so has one without calls, at
 # its next readiness probe (every 5 s in the shipped Deployment; `/readyz` asks Redis too).
 REJOIN_TRIES: Final = 4
+# Rounds of carrying sends into Redis when it is back: calls that find one under way pace locally, and the sends
+# they make go in the next round (one round trip each, so a round rarely finds any; past the last, one would wait
+# for the next outage).
+CARRY_ROUNDS: Final = 4
 SWEEP_EVERY: Final = 60.0  # seconds between passes that forget what this replica sent on idle tokens
 # Each acquire answers, per bucket, how many sends lie within the newest 1/PARTS, 2/PARTS ... of its window: cut
 # off, a replica counts each send as made at the end of its part, at most window / PARTS later than it was.
@@ -78,6 +82,8 @@ class _Sent:
     seen: float = -math.inf  # when that was (time.monotonic())
     own: deque[float] = field(default_factory=deque)  # this replica's bounds of the last two windows, oldest first
     unshared: list[float] = field(default_factory=list)  # those of them Redis does not hold, oldest first
+    # Those Redis logged, on Redis' clock (microseconds): each has a bound there at or after it (see acquire.lua).
+    held: list[int] = field(default_factory=list)
 
     def add(self, bound: float, keep: float, *, shared: bool) -> None:
         self.own.append(bound)
@@ -85,6 +91,11 @@ class _Sent:
             self.own.popleft()
         if not shared:
             self.unshared = [*(t for t in self.unshared if t >= bound - keep), bound]
+
+    def hold(self, logged: Iterable[int], keep: float) -> None:
+        for t in logged:
+            bisect.insort(self.held, t)  # at the end but for sends carried in after an outage
+        del self.held[:bisect.bisect_left(self.held, self.held[-1] - round(keep * _US))]
 
 
 class RedisLedger:
@@ -230,6 +241,8 @@ class RedisLedger:
                 await self._settle_shared(token_key, buckets, value, "never sent")
             raise
         self._sent_own(token_key, buckets, time.monotonic() + self.margin, shared=True)
+        for bucket in buckets:  # the bound Redis logged less the margin: when it charged the send, on its clock
+            self._known(token_key, bucket).hold([value - round(self.margin * _US)], self._keep(bucket))
         return Receipt(token_key, tuple(buckets), shared=value)
 
     async def _settle_shared(self, token_key: str, buckets: Sequence[str], bound: int,
@@ -243,21 +256,23 @@ class RedisLedger:
               ahead: int) -> list[int | float]:
         args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US),
                                    PARTS]
-        now, sent = time.monotonic(), self._sent.get(token_key, {})
+        sent = self._sent.get(token_key, {})
         for bucket in buckets:
             limit = self.limits[bucket]
             args += [limit.count, sliding_log.bulk_cap(limit) if bulk else limit.count, round(limit.window * _US),
                      round(sliding_log.spacing_interval(limit) * _US),
                      round(sliding_log.stagger(limit) * _US), round(sliding_log.catch_up(limit) * _US),
-                     self._inside(bucket, sent.get(bucket), now)]
+                     *self._held(bucket, sent.get(bucket))]
         return args
 
-    def _inside(self, bucket: str, known: _Sent | None, now: float) -> int:
-        """How many of our sends Redis must hold within the bucket's window: those that departed (bound less the
-        margin) inside it by more than a margin of clock difference. None to check while our own are not all in."""
-        if known is None or known.unshared or self.degraded:
-            return 0
-        return len(known.own) - bisect.bisect_right(known.own, now - self.limits[bucket].window + 2 * self.margin)
+    def _held(self, bucket: str, known: _Sent | None) -> tuple[int, int]:
+        """Since when, on Redis' clock, and how many of our sends Redis must hold: those of the window up to our
+        newest it logged. As Redis' own times, not ours, so a call that reaches it late cannot count sends that left
+        the window meanwhile (see acquire.lua). None to check while pacing at the local share."""
+        if known is None or not known.held or self.degraded:
+            return 0, 0
+        first = bisect.bisect_left(known.held, known.held[-1] - round(self.limits[bucket].window * _US))
+        return known.held[first], len(known.held) - first
 
     def _keep(self, bucket: str) -> float:
         """How long a send can matter to Redis: two windows and the margin (see acquire.lua)."""
@@ -288,10 +303,14 @@ class RedisLedger:
         logger.warning("Redis has lost recent sends (restarted empty?); this replica gives it back its own, and "
                        "keeps to 1/%d of each limit as well meanwhile", self.max_replicas)
         self._assume_shared(time.monotonic())
+        self._give_back_all()
+        self._retry_redis_at, self._restoring = time.monotonic(), True  # due now: the next call carries them
+
+    def _give_back_all(self) -> None:
+        """Redis lacks our sends: every one of the last two windows is to be carried into it again."""
         for sent in self._sent.values():
             for known in sent.values():
-                known.unshared = list(known.own)
-        self._retry_redis_at, self._restoring = time.monotonic(), True  # due now: the next call carries them
+                known.unshared, known.held = list(known.own), []
 
     def _sent_own(self, token_key: str, buckets: Sequence[str], bound: float, *, shared: bool) -> None:
         for bucket in buckets:
@@ -325,10 +344,10 @@ class RedisLedger:
             self._carrying = True  # one attempt at a time, however long it takes; the others stay local
             try:
                 if await self._reach() and not self._restoring:
-                    for sent in self._sent.values():  # Redis came back empty: every send of ours is news to it
-                        for known in sent.values():
-                            known.unshared = list(known.own)
-                await self._carry_unshared()
+                    self._give_back_all()  # Redis came back empty: every send of ours is news to it
+                for _ in range(CARRY_ROUNDS):  # the sends other calls made locally meanwhile go in the next
+                    if not await self._carry_unshared():
+                        break
             except UNREACHABLE as exc:
                 self._lost(exc)
                 return "local"
@@ -375,9 +394,10 @@ class RedisLedger:
                 if known.counts:  # else never heard of: the local log already holds all this replica knows
                     self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
 
-    async def _carry_unshared(self) -> None:
-        """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot)."""
-        now = time.monotonic()
+    async def _carry_unshared(self) -> int:
+        """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot); say how
+        many."""
+        now, count = time.monotonic(), 0
         for token_key, sent in list(self._sent.items()):
             carried = {bucket: list(known.unshared) for bucket, known in sent.items() if known.unshared}
             if not carried:
@@ -388,7 +408,10 @@ class RedisLedger:
                 limit = self.limits[bucket]
                 recent = [round((now - t) * _US) for t in carried[bucket]]
                 args += [limit.count, round(limit.window * _US), len(recent), *recent]
-            await self._carry(keys=bucket_keys(token_key, buckets)[::2], args=args)
+            logged = await self._carry(keys=bucket_keys(token_key, buckets)[::2], args=args)
             for bucket in buckets:  # sends made while this awaited stay unshared
                 known, done = sent[bucket], set(carried[bucket])
                 known.unshared = [t for t in known.unshared if t not in done]
+                known.hold((logged - round((now - t) * _US) for t in carried[bucket]), self._keep(bucket))
+                count += len(done)
+        return count

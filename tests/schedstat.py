@@ -1,0 +1,24 @@
+"""How long a process's threads have waited for a CPU: what a busy machine took from a test, so that the test asks
+of the time a process got to run, not of the clock's (Linux' schedstat; nothing where there is none)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def waiting_for_cpu(pid: int | str = "self") -> dict[str, int]:
+    """Per thread of the process, the nanoseconds it has spent ready to run but waiting for a CPU."""
+    waits = {}
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            fields = stat.read_text().split()
+        except OSError:  # the thread, or the process, ended meanwhile
+            continue
+        if len(fields) > 1:  # else ending as it was read
+            waits[stat.parent.name] = int(fields[1])
+    return waits
+
+
+def waited_since(before: dict[str, int], after: dict[str, int]) -> list[float]:
+    """Per thread, the seconds it waited for a CPU between the two readings (a thread born since: all of its)."""
+    return [max(0, then - before.get(thread, 0)) / 1e9 for thread, then in after.items()]
