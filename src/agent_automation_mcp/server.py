@@ -411,40 +411,34 @@ def build_server(api: ApiSettings, settings: ServerSettings, *, callers: CallerR
                                  max_tenant_calls=max_tenant_calls, observer=observer, state_keys=state_keys)
 
 
-def compact_schema(schema: Any, *, output: bool = False) -> Any:
-    """The same schema in fewer characters, so tools/list costs every conversation less context.
+def compact_schema(schema: Any) -> Any:
+    """The same input schema in fewer characters, so tools/list costs every conversation less context.
 
     Drops the `title` keywords pydantic adds (they restate property names; a property *named* title is
     kept), `default: null` and `additionalProperties: true` (what JSON Schema assumes anyway), writes
     `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`, and puts a definition used once where it is
-    used. In output schemas defaults, descriptions and `additionalProperties` say nothing a model needs before
-    calling (the tool's description says what it returns), so they go too, as does `type: object` beside
-    `properties` below the top (the properties say it).
+    used. (Output schemas are outlines: `tools/outlines.py`.)
     """
-    return _compact(_inlined(schema), output=output, top=True)
+    return _compact(_inlined(schema))
 
 
-def _compact(schema: Any, *, output: bool, top: bool = False) -> Any:
+def _compact(schema: Any) -> Any:
     if isinstance(schema, list):
-        return [_compact(item, output=output) for item in schema]
+        return [_compact(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if (key == "title" and isinstance(value, str)) or (key == "default" and (value is None or output)) \
-                or (key == "additionalProperties" and value is True) \
-                or (output and (key == "description" or (key == "additionalProperties" and isinstance(value, bool)))):
+        if (key == "title" and isinstance(value, str)) or (key == "default" and value is None) \
+                or (key == "additionalProperties" and value is True):
             continue
         if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
-            out[key] = {name: _compact(sub, output=output) for name, sub in value.items()}
+            out[key] = {name: _compact(sub) for name, sub in value.items()}
         elif key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "prefixItems"):
-            out[key] = _compact(value, output=output)
+            out[key] = _compact(value)
         else:
             out[key] = value
-    out = _nullable(out)
-    if output and not top and out.get("type") == "object" and "properties" in out:
-        del out["type"]
-    return out
+    return _nullable(out)
 
 
 def _inlined(schema: Any) -> Any:
