@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import anyio
@@ -246,9 +246,11 @@ async def test_metrics_on_their_own_port_only_and_through_the_drain(sandbox: San
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.to_thread.run_sync, lambda: call(
                 server.url, "get_agent_run", {"agent_run_id": run_id, "wait_seconds": 10}, ALICE))
-            await anyio.sleep(0.5)  # the call is in flight
+            # Each step waits for what it needs (a fixed sleep was too short on a busy machine): the call in flight,
+            # then the drain begun; then one request, refused.
+            await _until(lambda: metric_samples(metrics_url).get(("agent_automation_tool_calls_in_flight", ())) == 1)
             server.process.send_signal(signal.SIGTERM)
-            await anyio.sleep(0.3)
+            await _until(lambda: httpx2.get(f"{server.origin}/readyz", timeout=5).json()["draining"] is True)
             draining = await anyio.to_thread.run_sync(lambda: rpc(server.url, "tools/list", token=ALICE))
             samples = await anyio.to_thread.run_sync(lambda: metric_samples(metrics_url))
         assert server.process.wait(timeout=30) == 0
@@ -257,6 +259,13 @@ async def test_metrics_on_their_own_port_only_and_through_the_drain(sandbox: San
     assert draining.status_code == 503
     assert samples[("agent_automation_http_refused_total", (("reason", "unavailable"), ("status", "503")))] == 1
     assert samples[("agent_automation_tool_calls_in_flight", ())] == 1  # the scraper sees the drain
+
+
+async def _until(check: Callable[[], bool], seconds: float = 20.0) -> None:
+    """Polls `check` (in a worker thread: it may block on HTTP) until it holds; fails after `seconds`."""
+    with anyio.fail_after(seconds):
+        while not await anyio.to_thread.run_sync(check):
+            await anyio.sleep(0.05)
 
 
 def test_a_metrics_port_equal_to_the_public_one_is_refused_at_start(sandbox: SandboxServer) -> None:

@@ -90,16 +90,18 @@ async def test_a_standard_call_does_not_queue_behind_one_waiting_for_logs() -> N
 
 
 async def test_bulk_paging_does_not_starve_interactive_calls() -> None:
-    limits = {"standard": RateLimit(8, 0.25)}
+    limits = {"standard": RateLimit(8, 1.0)}  # a window a busy machine's pauses fit in many times over
     rec = Recorder(limits)
     async with anyio.create_task_group() as tg:
         for i in range(20):
             tg.start_soon(lambda i=i: rec.call(f"bulk{i}", ("standard",), bulk=True))
-        await anyio.sleep(0.01)  # the pager holds its first share and queues the rest
+        with anyio.fail_after(5):  # the pager holds its first share and queues the rest
+            while len(rec.order) < 6:
+                await anyio.sleep(0.001)
         await start_in_order(tg, [lambda j=j: rec.call(f"chat{j}", ("standard",)) for j in range(2)])
     # 6 bulk pages (75 % of 8) go at once; the two interactive calls take the free slots right away.
     assert rec.order[:8] == [f"bulk{i}" for i in range(6)] + ["chat0", "chat1"]
-    assert most_in_any_window(rec.sent["standard"], 0.25 + MARGIN) == 8
+    assert most_in_any_window(rec.sent["standard"], 1.0 + MARGIN) == 8
 
 
 async def test_a_cancelled_waiter_leaves_the_queue_and_is_never_charged() -> None:
