@@ -403,15 +403,15 @@ class RedisLedger:
             if not carried:
                 continue
             buckets = sorted(carried)
+            ages = {bucket: [round((now - t) * _US) for t in carried[bucket]] for bucket in buckets}
             args: list[int | float] = [round(self.margin * _US)]
             for bucket in buckets:
                 limit = self.limits[bucket]
-                recent = [round((now - t) * _US) for t in carried[bucket]]
-                args += [limit.count, round(limit.window * _US), len(recent), *recent]
+                args += [limit.count, round(limit.window * _US), len(ages[bucket]), *ages[bucket]]
             logged = await self._carry(keys=bucket_keys(token_key, buckets)[::2], args=args)
             for bucket in buckets:  # sends made while this awaited stay unshared
                 known, done = sent[bucket], set(carried[bucket])
                 known.unshared = [t for t in known.unshared if t not in done]
-                known.hold((logged - round((now - t) * _US) for t in carried[bucket]), self._keep(bucket))
+                known.hold((logged - age for age in ages[bucket]), self._keep(bucket))  # at Redis' now less each age
                 count += len(done)
         return count

@@ -58,7 +58,8 @@ class ToolSpec:
     @property
     def output(self) -> type[BaseModel]:
         """The model of its result: the metadata of the handler's return annotation,
-        `Annotated[CallToolResult, Model]`, which the SDK makes the output schema."""
+        `Annotated[CallToolResult, Model]`, which the SDK validates results against; `tools/list` shows its outline
+        (`tools/outlines.py`)."""
         (model,) = self.handler.__annotations__["return"].__metadata__  # resolved when declared (`Toolset.tool`)
         return model
 
