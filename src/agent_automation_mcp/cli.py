@@ -201,7 +201,9 @@ def serve(args: argparse.Namespace) -> int:
             else:
                 import anyio
 
-                anyio.run(server.run_stdio_async)
+                from .stdio import serve_stdio
+
+                anyio.run(serve_stdio, server)
         except KeyboardInterrupt:
             pass
     return 0
