@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -203,6 +204,7 @@ def serve(args: argparse.Namespace) -> int:
 
                 from .stdio import serve_stdio
 
+                serving()
                 anyio.run(serve_stdio, server)
         except KeyboardInterrupt:
             pass
@@ -274,8 +276,17 @@ def _serve_http(args: argparse.Namespace, server: AgentAutomationServer, remote:
            "env": "the token from the environment"}[auth]
     say(f"serving Streamable HTTP at http://{bracketed(args.host)}:{args.port}/mcp, calls made with {who}"
         + (f"; /metrics at port {remote.metrics_port}" if remote.metrics_port else ""))
+    serving()
     run_http(server, remote, host=args.host, port=args.port, policy=policy,
              per_request_auth=auth in PER_REQUEST, metrics=metrics)
+
+
+def serving() -> None:
+    """The start is over: the collector, off while `__main__` started the process, runs again, and leaves out for
+    good what the start made (it lives as long as the process). Does nothing where the collector was on."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -293,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.log_format = log.format or "text"
     configure(args.log_level, args.log_format)
     use_tenant_ids(TenantIds(log.secret))
+    if args.command != "serve":
+        serving()
     if args.command == "sandbox":
         from .sandbox.cli import run_sandbox
 

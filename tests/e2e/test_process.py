@@ -1,5 +1,6 @@
-"""The stdio wire (`stdio.py`): pipes and sockets read and written on the event loop, the protocol's descriptors
-kept from stray output, anything else served the SDK's way."""
+"""The server's process as a host or an operator starts it: the stdio wire (`stdio.py`: pipes and sockets read and
+written on the event loop, the protocol's descriptors kept from stray output, anything else served the SDK's way),
+and the garbage collector, off while the process starts (`__main__.py`) and on once it serves (`cli.serving`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from harness import clean_env, stdio_server
+from harness import HttpServer, clean_env, free_port, stdio_server
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
@@ -164,3 +165,46 @@ async def test_what_a_handler_or_a_child_prints_misses_the_wire(tmp_path: Path) 
     assert [block.text for block in result.content if block.type == "text"] == ["said"]
     assert stderr.read_text().splitlines() == ["a stray print", "a stray write", "a child writes"]
 
+
+
+WATCHED = textwrap.dedent("""
+    import gc, sys, threading, time
+    from agent_automation_mcp.__main__ import main
+
+    def watch() -> None:  # the collector turned off as `main` starts, then on again
+        deadline = time.monotonic() + 60
+        while gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        print("starting", gc.isenabled(), file=sys.stderr, flush=True)
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        print("serving", gc.isenabled(), gc.get_freeze_count(), file=sys.stderr, flush=True)
+
+    threading.Thread(target=watch, daemon=True).start()
+    sys.exit(main())
+""")
+
+
+def test_the_collector_is_off_while_starting_and_on_once_serving_without_what_the_start_made() -> None:
+    process = subprocess.Popen([sys.executable, "-c", WATCHED], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=clean_env())
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    server = Host(process, process.stdin, process.stdout)
+    server.send(*map(_line, HANDSHAKE), _line(LIST))
+    assert server.answer(2)["result"]["tools"]
+    assert server.end() == 0
+    said = process.stderr.read().decode().splitlines()  # the program's notice of no token among them
+    (serving,) = [line for line in said if line.startswith("serving ")]
+    assert said[0] == "starting False"
+    enabled, frozen = serving.split()[1:]
+    assert enabled == "True" and int(frozen) > 100_000  # the modules, models and tools of the start
+
+
+def test_a_remote_replica_collects_garbage_once_it_listens() -> None:
+    port = free_port()
+    server = HttpServer(clean_env(), command=[sys.executable, "-c", WATCHED, "serve", "--transport", "http",
+                                              "--host", "127.0.0.1", "--port", str(port), "--auth", "request"],
+                        port=port)
+    said = server.stop().splitlines()
+    (serving,) = [line for line in said if line.startswith("serving ")]
+    assert said[0] == "starting False" and serving.split()[1] == "True" and int(serving.split()[2]) > 100_000
