@@ -2,9 +2,10 @@
 
 The SDK reads each line of stdin and writes each answer through a worker thread (`anyio.wrap_file`): three hand-offs
 between threads per call, which cost more CPU and latency than everything this server does with the call. A host
-spawns a server with pipes or a socket pair; those the event loop reads and writes itself. Anything else (a file, a
-terminal) is served the SDK's way. As the SDK does, the wire is moved to private descriptors while serving: fd 0
-reads the null device and fd 1 writes to stderr, so nothing a handler or a child prints reaches the protocol.
+spawns a server with pipes or socket pairs; those the event loop reads and writes itself. Anything else (a file, a
+terminal, one socket for both) is served the SDK's way. As the SDK does, the wire is moved to private descriptors
+while serving: fd 0 reads the null device and fd 1 writes to stderr, so nothing a handler or a child prints reaches
+the protocol.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from mcp.server.stdio import stdio_server
 
 from .sdk_seams import lowlevel
 
-LINE_LIMIT = 64 * 1024 * 1024  # bytes of one message (one line); what lies beyond a longer line is kept
+LINE_LIMIT = 64 * 1024 * 1024  # bytes of one message (one line): a longer one is dropped, the lines after it read
 logger = logging.getLogger(__name__)
 
 
@@ -75,14 +76,19 @@ class LineWriter:
         await self._writer.drain()
 
 
-def _pipe_like(fd: int) -> bool:
+def _on_the_loop() -> bool:
+    """Whether the event loop can serve stdin and stdout: each a pipe or a socket, and not one socket for both
+    (asyncio's writing side takes anything that arrives on its socket for the peer closing it)."""
     if sys.platform == "win32":
         return False
     try:
-        mode = os.fstat(fd).st_mode
+        wires = os.fstat(0), os.fstat(1)
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    if not all(stat.S_ISFIFO(wire.st_mode) or stat.S_ISSOCK(wire.st_mode) for wire in wires):
+        return False
+    stdin, stdout = wires
+    return not stat.S_ISSOCK(stdin.st_mode) or (stdin.st_dev, stdin.st_ino) != (stdout.st_dev, stdout.st_ino)
 
 
 def _diversion(fd: int) -> int:
@@ -98,7 +104,7 @@ def _diversion(fd: int) -> int:
 @contextmanager
 def _claimed(fd: int) -> Iterator[int]:
     """`fd`'s wire on a private descriptor, `fd` diverted meanwhile; both as they were after."""
-    import fcntl  # POSIX only: `_pipe_like` sends Windows the SDK's way
+    import fcntl  # POSIX only: `_on_the_loop` sends Windows the SDK's way
 
     private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     blocking = os.get_blocking(private)
@@ -119,8 +125,8 @@ def _claimed(fd: int) -> Iterator[int]:
 
 @asynccontextmanager
 async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's streams for stdin and stdout: on the event loop where both are pipes or sockets, else its own."""
-    if not (_pipe_like(0) and _pipe_like(1)):
+    """The SDK's streams for stdin and stdout: on the event loop where it can serve them, else the SDK's own."""
+    if not _on_the_loop():
         yield None, None
         return
     loop = asyncio.get_running_loop()

@@ -70,8 +70,9 @@ class Host:
 
 @contextmanager
 def host(wire: str, **env: str) -> Iterator[tuple[Host, int]]:
-    """A server spawned on `wire` (`pipe`: two pipes; `socket`: one socket pair, as Node's `child_process` gives),
-    and a descriptor sharing the state of the server's end of its input (its blocking mode, for one)."""
+    """A server spawned on `wire` (`pipe`: two pipes; `socket`: a socket pair for each, as Node's `child_process`
+    gives; `one socket`: one socket pair for both, as inetd gives), and a descriptor sharing the state of the
+    server's end of its input (its blocking mode, for one)."""
     with ExitStack() as stack:
         if wire == "pipe":
             read_in, write_in = os.pipe()
@@ -85,15 +86,18 @@ def host(wire: str, **env: str) -> Iterator[tuple[Host, int]]:
             writer, reader = open(write_in, "wb"), open(read_out, "rb")  # noqa: SIM115 (closed by the stack)
             end_input = writer.close
         else:
-            ours, theirs = socket.socketpair()
-            shared = os.dup(theirs.fileno())
+            ours_in, theirs_in = socket.socketpair()
+            ours_out, theirs_out = (ours_in, theirs_in) if wire == "one socket" else socket.socketpair()
+            shared = os.dup(theirs_in.fileno())
             stack.callback(os.close, shared)
-            process = subprocess.Popen(SERVER, stdin=theirs, stdout=theirs, stderr=subprocess.DEVNULL,
+            process = subprocess.Popen(SERVER, stdin=theirs_in, stdout=theirs_out, stderr=subprocess.DEVNULL,
                                        env=clean_env(**env))
-            theirs.close()
-            writer, reader = ours.makefile("wb"), ours.makefile("rb")
-            end_input = lambda: ours.shutdown(socket.SHUT_WR)  # noqa: E731
-            stack.callback(ours.close)
+            theirs_in.close()
+            theirs_out.close()
+            writer, reader = ours_in.makefile("wb"), ours_out.makefile("rb")
+            end_input = lambda: ours_in.shutdown(socket.SHUT_WR)  # noqa: E731
+            stack.callback(ours_in.close)
+            stack.callback(ours_out.close)
         stack.callback(reader.close)
         stack.callback(lambda: process.poll() is None and process.kill())
         yield Host(process, writer, reader, end_input), shared
@@ -102,13 +106,25 @@ def host(wire: str, **env: str) -> Iterator[tuple[Host, int]]:
 @pytest.mark.parametrize("wire", ["pipe", "socket"])
 def test_pipes_and_sockets_are_served_on_the_event_loop_and_left_as_they_were(wire: str) -> None:
     with host(wire) as (server, shared):
-        server.send(*map(_line, HANDSHAKE), _line(LIST))
+        server.send(_line(HANDSHAKE[0]))
+        assert "result" in server.answer(1)
+        server.send(_line(HANDSHAKE[1]), _line(LIST))  # what comes once the server serves is read as well
         assert server.answer(2)["result"]["tools"]
         assert not os.get_blocking(shared)  # read by the event loop, not by a thread blocked on it
         threads = len(os.listdir(f"/proc/{server.process.pid}/task"))
         assert server.end() == 0
         assert os.get_blocking(shared)  # as the server found it, for whoever holds the same pipe
     assert threads == 1  # no worker thread hands a message over
+
+
+def test_one_socket_for_both_is_served_the_sdks_way() -> None:
+    with host("one socket") as (server, shared):
+        server.send(_line(HANDSHAKE[0]))
+        assert "result" in server.answer(1)
+        server.send(_line(HANDSHAKE[1]), _line(LIST))
+        assert server.answer(2)["result"]["tools"]
+        assert os.get_blocking(shared)  # a thread's blocking reads
+        assert server.end() == 0
 
 
 def test_a_line_past_the_limit_is_dropped_and_the_next_one_answered() -> None:
