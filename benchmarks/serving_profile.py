@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/serving_profile.py [--targets ours,before,bare] [--before SRC]
                                                    [--method tools/call] [--mode auto] [--concurrency 10]
-                                                   [--duration 20] [--rate 250]
+                                                   [--duration 20] [--rate 250] [--offered 0]
 
 One sandbox and, one after the other, each target of benchmarks/serving.py named (the same servers: `before` is
 the `--before` tree) under that benchmark's load process; py-spy (from PyPI; idle threads left out, so a
@@ -178,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--duration", type=float, default=20.0, help="seconds sampled per target")
     parser.add_argument("--rate", type=int, default=250, help="samples per second")
+    parser.add_argument("--offered", type=float, default=0.0, help="calls a second offered in all, as benchmarks/"
+                        "floors.py's --rate (0: back to back, the machine saturated)")
     parser.add_argument("--top", type=int, default=15, help="our functions listed")
     parser.add_argument("--raw", type=Path, help="also keep py-spy's raw stacks, in PATH.<target>")
     args = parser.parse_args(argv)
@@ -195,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             server = start(target, setup.env, args.before, method == "tools/list", setup.hidden)
             try:
                 job = LoadJob(f"{server.url}/mcp", args.mode, tenants, args.duration + SETTLE, 3,
+                              args.concurrency / args.offered if args.offered else 0.0,
                               server_pids=(server.process.pid,))
                 profiles.append(profile(target, server, job, args.duration, args.rate, args.raw))
             finally:
