@@ -22,6 +22,7 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.stdio import stdio_server
 
+from .logs import say
 from .sdk_seams import lowlevel
 
 LINE_LIMIT = 64 * 1024 * 1024  # bytes of one message (one line): a longer one is dropped, the lines after it read
@@ -144,7 +145,16 @@ async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
-    """`MCPServer.run_stdio_async`, on the pipes above."""
-    async with _pipes() as (stdin, stdout), stdio_server(stdin, stdout) as (read_stream, write_stream):
-        served = lowlevel(server)
-        await served.run(read_stream, write_stream, served.create_initialization_options())
+    """`MCPServer.run_stdio_async`, on the pipes above. A host whose end of the wire broke (it stopped reading the
+    answers, say) has gone: the server says so in a line and exits with status 1, where the SDK's threads went on
+    waiting for input."""
+    gone = False
+    try:
+        async with _pipes() as (stdin, stdout), stdio_server(stdin, stdout) as (read_stream, write_stream):
+            served = lowlevel(server)
+            await served.run(read_stream, write_stream, served.create_initialization_options())
+    except* ConnectionError:  # a broken pipe or socket, or the loop's "connection lost" on it
+        gone = True
+    if gone:
+        say("the host closed its end of this server's stdio: stopping", logging.WARNING)
+        raise SystemExit(1)

@@ -127,6 +127,26 @@ def test_one_socket_for_both_is_served_the_sdks_way() -> None:
         assert server.end() == 0
 
 
+def test_a_host_that_stops_reading_ends_the_server_in_a_line() -> None:
+    """Its output's reader gone (the host crashed, say), the server exits at its next answer, where the SDK's
+    threads waited for input for good."""
+    read_out, write_out = os.pipe()
+    process = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=write_out, stderr=subprocess.PIPE,
+                               env=clean_env())
+    os.close(write_out)
+    os.close(read_out)
+    assert process.stdin is not None and process.stderr is not None
+    process.stdin.write(_line(HANDSHAKE[0]))
+    process.stdin.flush()
+    try:
+        status = process.wait(SECONDS)
+    finally:
+        process.kill()
+    said = process.stderr.read().decode()
+    assert status == 1 and "the host closed its end of this server's stdio: stopping" in said
+    assert "Traceback" not in said
+
+
 def test_a_line_past_the_limit_is_dropped_and_the_next_one_answered() -> None:
     with host("pipe") as (server, _):
         server.send(*map(_line, HANDSHAKE))
