@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -167,6 +168,9 @@ def test_anything_but_pipes_and_sockets_is_served_the_sdks_way(tmp_path: Path) -
         with open(output, "rb") as read:
             server = Host(process, process.stdin, read)
             server.send(*map(_line, HANDSHAKE), _line(LIST))
+            deadline = time.monotonic() + SECONDS  # the input ended only once answered: the SDK cancels the rest
+            while b'"id":2' not in output.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert server.end() == 0
             lines = [json.loads(line) for line in read.read().splitlines()]
     assert [m.get("id") for m in lines if "id" in m] == [1, 2] and lines[-1]["result"]["tools"]
