@@ -23,15 +23,11 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 
 from agent_automation_mcp.stdio import LINE_LIMIT
+from stdio_session import SESSION
 
 SECONDS = 60  # for a start, a session or an exit, however loaded the machine
 SERVER = [sys.executable, "-m", "agent_automation_mcp"]
-HANDSHAKE = (
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}},
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-)
-LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+HANDSHAKE, LIST = SESSION[:2], SESSION[2]  # a host's first messages: `initialize`, `initialized`; `tools/list`
 
 
 def _line(message: dict[str, Any]) -> bytes:
