@@ -195,6 +195,7 @@ def serve(args: argparse.Namespace) -> int:
         say(traces)
     with ExitStack() as stack:
         server, metrics = _server(args, _service(args, api, auth, stack), settings, remote, auth)
+        serving()
         try:
             if args.transport == "http":
                 assert policy is not None and metrics is not None
@@ -204,7 +205,6 @@ def serve(args: argparse.Namespace) -> int:
 
                 from .stdio import serve_stdio
 
-                serving()
                 anyio.run(serve_stdio, server)
         except KeyboardInterrupt:
             pass
@@ -276,7 +276,6 @@ def _serve_http(args: argparse.Namespace, server: AgentAutomationServer, remote:
            "env": "the token from the environment"}[auth]
     say(f"serving Streamable HTTP at http://{bracketed(args.host)}:{args.port}/mcp, calls made with {who}"
         + (f"; /metrics at port {remote.metrics_port}" if remote.metrics_port else ""))
-    serving()
     run_http(server, remote, host=args.host, port=args.port, policy=policy,
              per_request_auth=auth in PER_REQUEST, metrics=metrics)
 
