@@ -64,7 +64,7 @@ def formatter(log_format: str) -> logging.Formatter:
 def configure(level: str, log_format: str) -> None:
     """Before the SDK's own `basicConfig`, so ours wins: plain lines (or JSON objects) on stderr."""
     # No line says which thread or process wrote it, nor where in the code (see the formats above): none of it is
-    # collected, as the logging HOWTO's "Optimization" advises (with the caller's frame, a fifth of a text line).
+    # collected, as the logging HOWTO's "Optimization" advises.
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     logging._srcfile = None  # the HOWTO's way to skip looking for the caller's frame
     handler = logging.StreamHandler(sys.stderr)
