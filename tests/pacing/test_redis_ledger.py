@@ -465,3 +465,30 @@ async def local_send(replica: RedisLedger, key: str) -> bool:
     """Whether a send went at once, on this replica's local share alone."""
     charged = await replica.charge(key, ["standard"], bulk=False)
     return isinstance(charged, Receipt) and charged.shared is None
+
+
+async def test_a_replica_whose_calls_all_wait_on_its_share_still_carries_its_sends_when_redis_is_back(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Its one call waits out a window on the local share, and no readiness probe asks for it: the call wakes when
+    Redis is due, so its sends are in Redis within moments, before the other replicas' grace ends."""
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.1)
+    caplog.set_level(logging.WARNING, logger="agent_automation_mcp.pacing")
+    window = 10.0  # the local share (2 of 8) holds the second local send back for about this long
+    replica, key = pacer(own_redis_server.url, {"standard": RateLimit(8, window)}, max_replicas=4), token()
+    log = f"aamcp:{{{key}}}:standard"
+    try:
+        await replica.acquire(key, ["standard"], None)  # shared
+        own_redis_server.stop()
+        await replica.acquire(key, ["standard"], None)  # local: 1 seen + 4 for its own of 8
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(replica.acquire, key, ["standard"], None)  # waits on the share: 1 + 8 > 8
+            await anyio.sleep(0.3)
+            own_redis_server.start()  # empty, on the same port
+            async with Redis.from_url(own_redis_server.url) as inspect:
+                with anyio.fail_after(window / 2):  # well before the waiting call's turn on the local share
+                    while await inspect.llen(log) < 2:  # the shared send and the local one, carried back
+                        await anyio.sleep(0.05)
+            assert "reachable again" in caplog.text
+            tg.cancel_scope.cancel()
+    finally:
+        await replica.aclose()

@@ -38,8 +38,9 @@ logger = logging.getLogger(__name__)
 
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of local pacing before Redis is tried again
 # After Redis is back, a replica keeps its local share as well for this many times RETRY_REDIS_AFTER (8 s): by then
-# every replica serving calls has tried Redis again and carried its sends into it, and so has one without calls, at
-# its next readiness probe (every 5 s in the shipped Deployment; `/readyz` asks Redis too).
+# every replica serving calls has tried Redis again and carried its sends into it (a call waiting on the local share
+# wakes to try it when due), and so has one without calls, at its next readiness probe (every 5 s in the shipped
+# Deployment; `/readyz` asks Redis too).
 REJOIN_TRIES: Final = 4
 # Rounds of carrying sends into Redis when it is back: calls that find one under way pace locally, and the sends
 # they make go in the next round (one round trip each, so a round rarely finds any; past the last, one would wait
@@ -165,8 +166,15 @@ class RedisLedger:
                     if shared is not None:
                         return shared
         charged = await self.local.charge(token_key, buckets, bulk=bulk)
-        if isinstance(charged, Receipt) and charged.local is not None:
-            self._sent_own(token_key, buckets, charged.local, shared=False)
+        if isinstance(charged, Receipt):
+            if charged.local is not None:
+                self._sent_own(token_key, buckets, charged.local, shared=False)
+            return charged
+        if self._retry_redis_at is not None and not self._carrying:
+            # Ask again when Redis is due, if that comes first: a replica whose calls all wait on its share (up to a
+            # window) still tries Redis and carries its sends within RETRY_REDIS_AFTER of its return, inside the
+            # others' grace, readiness probes or not.
+            return min(charged, max(self._retry_redis_at - time.monotonic(), 0.001))
         return charged
 
     async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
