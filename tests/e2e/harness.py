@@ -18,6 +18,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from agent_automation_mcp.sandbox import SandboxServer
+from ports import free_port, listens
 from schedstat import waited_since, waiting_for_cpu
 
 MODES = ("auto", "legacy")  # 2026-07-28 (what `auto` lands on against this server) and the 2025-11-25 handshake
@@ -65,10 +66,8 @@ START_SECONDS: Final = 20.0
 START_CAP: Final = 120.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class PortTaken(RuntimeError):
+    """Another process bound the port first."""
 
 
 class HttpServer:
@@ -77,25 +76,43 @@ class HttpServer:
 
     def __init__(self, env: Mapping[str, str], *args: str, host: str = "127.0.0.1", port: int | None = None,
                  command: Sequence[str] | None = None) -> None:
-        self.port = port or free_port()
         self.host = host
-        self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-        self.url = f"{self.origin}/mcp"
+        # Should the port be taken before the server binds it all the same, it starts again on another (only on a
+        # port of our choosing).
+        for attempt in range(1, 4):
+            self.port = port or free_port()
+            self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+            self.url = f"{self.origin}/mcp"
+            try:
+                self._start(env, command or [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport",
+                                             "http", "--host", host, "--port", str(self.port), *args])
+                return
+            except PortTaken:
+                if port is not None or attempt == 3:
+                    raise
+
+    def _start(self, env: Mapping[str, str], command: Sequence[str]) -> None:
+        """Start `command` and return once it listens itself: a listener of another process on the port is not
+        taken for it (that one may be gone at the test's first request)."""
         # A file, not a pipe: a pipe nobody reads fills up and blocks the server. Closed by `stop`.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        command = command or [sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
-                              "--host", host, "--port", str(self.port), *args]
         self.process = subprocess.Popen(command, env=dict(env), stdout=subprocess.DEVNULL, stderr=self._stderr)
         _RUNNING.add(self.process)
         started, waited = time.monotonic(), waiting_for_cpu(self.process.pid)
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the HTTP server exited: {self.stop()}")
+                stderr = self.stop()
+                if "address already in use" in stderr.lower():
+                    raise PortTaken(f"port {self.port} was taken before the server bound it: {stderr}")
+                raise RuntimeError(f"the HTTP server exited: {stderr}")
             try:
-                with socket.create_connection((host, self.port), timeout=0.2):
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    pass
+                if listens(self.process.pid, self.port) is not False:
                     return
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
             # Its own time: a machine busy elsewhere keeps a start waiting for a CPU, which is not a server hung.
             elapsed = time.monotonic() - started
             kept_waiting = max(waited_since(waited, waiting_for_cpu(self.process.pid)), default=0.0)

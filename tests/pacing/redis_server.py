@@ -12,13 +12,9 @@ from typing import Final, TypeVar
 
 import pytest
 
+from ports import free_port
+
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 NO_PERSISTENCE: Final = ("--save", "", "--appendonly", "no")

@@ -20,8 +20,9 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import FifoPacer, MemoryLedger, create_pacer, redis_ledger
 from agent_automation_mcp.pacing.redis_ledger import RedisLedger
 from agent_automation_mcp.redis_pool import REDIS_TIMEOUT, redis_client
+from ports import free_port
 
-from .redis_server import RedisServer, free_port
+from .redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 

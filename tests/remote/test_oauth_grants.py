@@ -21,7 +21,7 @@ from agent_automation_mcp.remote.oauth.grants import Grants
 from agent_automation_mcp.remote.oauth.sealing import Sealer
 from agent_automation_mcp.remote.oauth.store import MemoryStore, RedisStore, Store, StoreUnavailable
 from agent_automation_mcp.remote.oauth.tokens import ACCESS_SECONDS, REFRESH_PREFIX, REFRESH_SECONDS, TokenSeal
-from pacing.redis_server import free_port
+from ports import free_port
 
 RESOURCE = "https://mcp.example.com/mcp"
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
