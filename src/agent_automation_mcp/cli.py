@@ -19,7 +19,6 @@ from .api.settings import ApiSettings, is_loopback
 from .config import SETTINGS, LogSettings, RemoteSettings, ServerSettings, port
 from .logs import TenantIds, configure, say, use_tenant_ids
 from .settings_table import Parse, Setting
-from .tools.registry import toolsets_help
 
 if TYPE_CHECKING:
     from .remote.access import AccessMetrics
@@ -86,6 +85,29 @@ def with_flags(settings: Settings, args: argparse.Namespace) -> Settings:
     return dataclasses.replace(settings, **given)
 
 
+class _Parser(argparse.ArgumentParser):
+    """`epilog_from` writes the epilog when it is read (for help): the toolsets' lines need every tool imported (a
+    second of start-up), which a mistyped flag should not wait for."""
+
+    def __init__(self, *args: Any, epilog_from: Callable[[], str] | None = None, **kwargs: Any) -> None:
+        self.epilog_from = epilog_from
+        super().__init__(*args, **kwargs)
+
+    @property
+    def epilog(self) -> str | None:
+        return self.epilog_from() if self.epilog_from is not None else self._epilog
+
+    @epilog.setter
+    def epilog(self, value: str | None) -> None:
+        self._epilog = value
+
+
+def _toolsets_epilog() -> str:
+    from .tools.registry import toolsets_help
+
+    return f"toolsets:\n{toolsets_help()}"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """`command`: the subcommand being run, so the sandbox (slow to import) is loaded only when it is needed."""
     common = argparse.ArgumentParser(add_help=False)
@@ -95,10 +117,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog="Without a command, `serve` runs; `serve --help` lists its flags and the toolsets. The API token "
                "comes from AGENT_AUTOMATION_API_TOKEN.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="{serve,sandbox,demo}")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,sandbox,demo}", parser_class=_Parser)
     serve = commands.add_parser("serve", parents=[common], help="run the MCP server (the default)",
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=f"toolsets:\n{toolsets_help()}")
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog_from=_toolsets_epilog)
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                        help="stdio (default) or Streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1",
