@@ -17,6 +17,7 @@ from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, parse_rate_limi
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.pacing import sliding_log
 from agent_automation_mcp.sandbox import Faults, SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.state import RequestRecord
 from agent_automation_mcp.server import build_server
@@ -44,6 +45,14 @@ def _operations(tool: str) -> list[str]:
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"  # module-wide, so one server and client serve the whole matrix
+
+
+@pytest.fixture(scope="module", autouse=True)
+def short_pauses() -> Iterator[None]:
+    """A 429's pause at a twentieth of its floor (1 s): each tool's three retries would wait 3 s, 39 s in all."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sliding_log, "MIN_PAUSE", 0.05)
+        yield
 
 
 @pytest.fixture(scope="module")
