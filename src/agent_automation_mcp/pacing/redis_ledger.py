@@ -65,6 +65,12 @@ _FORGOTTEN: Final = 2  # acquire.lua's answer when Redis lacks sends of ours
 Route = Literal["shared", "rejoining", "local"]
 
 
+def _sooner(wait: float, at: float) -> float:
+    """`wait`, or the seconds until `at` (`time.monotonic()`) if that comes first: when to ask the ledger again. Never
+    0, which a waiting call would spin on."""
+    return min(wait, max(at - time.monotonic(), 0.001))
+
+
 def bucket_keys(token_key: str, buckets: Sequence[str]) -> list[str]:
     """Per bucket its log and its mode hash; the `{...}` hash tag keeps one token's keys in one slot."""
     keys = []
@@ -154,8 +160,7 @@ class RedisLedger:
             # One at a time: the local share is checked before Redis is asked, and counted after it said yes.
             async with self._rejoining:
                 if wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0):
-                    # Ask again when the grace ends, if that comes first.
-                    return min(wait, max((self._rejoined_until or 0.0) - time.monotonic(), 0.001))
+                    return _sooner(wait, self._rejoined_until or 0.0)  # ask again when the grace ends
                 try:
                     shared = await self._charge(token_key, buckets, bulk)
                 except UNREACHABLE as exc:
@@ -171,10 +176,10 @@ class RedisLedger:
                 self._sent_own(token_key, buckets, charged.local, shared=False)
             return charged
         if self._retry_redis_at is not None and not self._carrying:
-            # Ask again when Redis is due, if that comes first: a replica whose calls all wait on its share (up to a
-            # window) still tries Redis and carries its sends within RETRY_REDIS_AFTER of its return, inside the
-            # others' grace, readiness probes or not.
-            return min(charged, max(self._retry_redis_at - time.monotonic(), 0.001))
+            # Ask again when Redis is due: a replica whose calls all wait on its share (up to a window) still tries
+            # Redis and carries its sends within RETRY_REDIS_AFTER of its return, inside the others' grace, readiness
+            # probes or not.
+            return _sooner(charged, self._retry_redis_at)
         return charged
 
     async def settle(self, receipt: Receipt, outcome: Outcome) -> None:
