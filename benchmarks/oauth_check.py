@@ -34,7 +34,7 @@ from agent_automation_mcp.redis_pool import redis_client
 from agent_automation_mcp.remote.gate import Lifecycle, McpGate
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import Metrics
-from agent_automation_mcp.remote.oauth import SignIn
+from agent_automation_mcp.remote.oauth.signin import SignIn
 from agent_automation_mcp.remote.verdicts import TokenVerdicts
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server

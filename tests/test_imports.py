@@ -141,6 +141,20 @@ def test_settings_and_toolset_names_import_nothing_of_the_tools() -> None:
         assert not tools, (leaf, tools)
 
 
+def test_the_oauth_settings_check_loads_none_of_the_sign_in() -> None:
+    """A mistake in `--auth oauth`'s settings is named before the sign-in and the SDK's auth load (`preflight`)."""
+    graph = import_graph(SOURCE, PACKAGE)
+    # What the CLI's import of it runs: the module and the packages' `__init__` on the way.
+    reached, frontier = set(), [f"{PACKAGE}.remote", f"{PACKAGE}.remote.oauth", f"{PACKAGE}.remote.oauth.preflight"]
+    while frontier:
+        module = frontier.pop()
+        if module not in reached:
+            reached.add(module)
+            frontier.extend(graph[module])
+    assert f"{PACKAGE}.remote.oauth.sealing" in reached
+    assert not {f"{PACKAGE}.remote.oauth.signin", f"{PACKAGE}.remote.oauth.client_rules", f"{PACKAGE}.server"} & reached
+
+
 def test_a_circle_behind_type_checking_or_a_package_init_is_found(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     (package / "tools").mkdir(parents=True)

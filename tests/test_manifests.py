@@ -47,7 +47,7 @@ from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, require_
 from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings, parse_org_ids
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import REDIS_STATES, SERVICE_SIDE_FAILURES, Metrics
-from agent_automation_mcp.remote.oauth import SignIn
+from agent_automation_mcp.remote.oauth.preflight import check_oauth_settings
 from agent_automation_mcp.server import build_server
 from pacing.redis_server import RedisServer
 
@@ -661,9 +661,9 @@ def test_settings_come_from_the_configmap_and_redis_and_the_log_key_from_secrets
     assert env["AGENT_AUTOMATION_OAUTH_KEYS"] == env["AGENT_AUTOMATION_STATE_KEYS"] == ""
     assert "Fernet.generate_key()" in (MANIFESTS / "kubernetes" / "base" / "keys.env").read_text()
     with pytest.raises(ValueError, match="AGENT_AUTOMATION_OAUTH_KEYS"):
-        SignIn.check(RemoteSettings.from_env(env))
+        check_oauth_settings(RemoteSettings.from_env(env))
     filled = _container_env(base, _as_the_operator_fills(secrets))
-    assert SignIn.check(RemoteSettings.from_env(filled)) == "https://mcp.example.com"
+    assert check_oauth_settings(RemoteSettings.from_env(filled)) == "https://mcp.example.com"
     assert len(RemoteSettings.from_env(filled).state_keys) == 1
     # The Redis URL and the log key are in Secrets, not in the ConfigMap; the key is empty until the operator
     # sets it (each replica then warns that tenants are named differently on each).
@@ -738,7 +738,7 @@ def test_the_container_answers_requests_for_its_public_and_service_names_with_th
         base: dict[str, dict[str, Any]], secrets: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     args, remote = _as_the_container_runs(base, _as_the_operator_fills(secrets), monkeypatch)
     assert auth_mode(args.transport, args.host, remote.auth) == "oauth"
-    assert SignIn.check(remote) == "https://mcp.example.com"  # the public URL and the keys are usable
+    assert check_oauth_settings(remote) == "https://mcp.example.com"  # the public URL and the keys are usable
     policy = HostPolicy.build(args.host, remote.allowed_hosts, remote.allowed_origins)
     service = base["Service"]
     name, (port,) = service["metadata"]["name"], service["spec"]["ports"]

@@ -194,9 +194,9 @@ def _checked(args: argparse.Namespace, api: ApiSettings, remote: RemoteSettings)
         parse_proxies(remote.trusted_proxies)
         require_allowed_orgs(auth, args.host, remote)
     if auth == "oauth":
-        from .remote.oauth import SignIn
+        from .remote.oauth.preflight import check_oauth_settings
 
-        SignIn.check(remote)
+        check_oauth_settings(remote)
     if args.transport == "http" and api.redis_url:
         require_shared_keys(remote)
     return auth, policy

@@ -31,7 +31,7 @@ from .organizations import AllowedOrganizations
 from .verdicts import TokenVerdicts, strangers_budget
 
 if TYPE_CHECKING:
-    from .oauth import SignIn
+    from .oauth.signin import SignIn
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
     verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     sign_in = None
     if remote.auth == "oauth":
-        from .oauth import SignIn
+        from .oauth.signin import SignIn
 
         sign_in = SignIn.from_settings(remote, server.shared, verdicts,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
@@ -74,7 +74,7 @@ def _budget_purposes(remote: RemoteSettings) -> list[Budget]:
     purposes = [strangers_budget(remote.token_checks_per_address, remote.token_checks_per_network,
                                  remote.token_checks_total), token_requests_budget(remote.requests_per_token)]
     if remote.auth == "oauth":
-        from .oauth import signin_budgets
+        from .oauth.signin import signin_budgets
 
         purposes += signin_budgets(remote.oauth_signins)
     return purposes

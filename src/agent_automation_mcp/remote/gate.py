@@ -34,7 +34,7 @@ from .scopes import READ_ONLY_GRANT
 from .verdicts import TokenVerdicts
 
 if TYPE_CHECKING:  # the sign-in package is loaded only with --auth oauth
-    from .oauth import SignIn
+    from .oauth.signin import SignIn
 
 REALM: Final = 'Bearer realm="agent-automation-mcp"'
 TOKEN_HINT: Final = ("Send Authorization: Bearer <your Codegen API token> (from https://codegen.com/token) with each "

@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 from mcp.server.auth.provider import RegistrationError
 from mcp.shared.auth import OAuthClientInformationFull
 
-LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
+from .preflight import LOOPBACK_HOSTS
+
 MAX_URI_CHARS: Final = 2000
 MAX_REDIRECT_URIS: Final = 10
 MAX_NAME_CHARS: Final = 200
@@ -34,13 +35,6 @@ def redirect_uri_problem(uri: str) -> str | None:
     if parts.scheme == "https" or (parts.scheme == "http" and host in LOOPBACK_HOSTS):
         return None
     return "a redirect URI must use https (or http to 127.0.0.1, [::1] or localhost)"
-
-
-def is_loopback_url(url: str) -> bool:
-    try:
-        return (urlsplit(url).hostname or "") in LOOPBACK_HOSTS
-    except ValueError:
-        return False
 
 
 def check_metadata(client: OAuthClientInformationFull) -> None:

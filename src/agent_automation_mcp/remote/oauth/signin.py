@@ -13,9 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Final
-from urllib.parse import urlsplit
 
-from pydantic import AnyHttpUrl
 from starlette.routing import Route
 from starlette.types import Scope
 
@@ -29,12 +27,12 @@ from ..organizations import served_organization
 from ..refusals import Refused, refusal
 from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
-from .client_rules import is_loopback_url
 from .clients import Clients
 from .documents import MetadataDocuments
 from .endpoints import Endpoints
 from .grants import Grants, SignedIn, is_ours
 from .metadata import ServerMetadata
+from .preflight import check_oauth_settings
 from .sealing import Sealer
 from .store import Store, StoreUnavailable, create_store
 from .tokens import TokenSeal
@@ -71,7 +69,7 @@ class SignIn:
     def from_settings(cls, remote: RemoteSettings, shared: SharedStore, verdicts: TokenVerdicts,
                       transport: Callable[[], ApiTransport | None], metrics: Metrics) -> SignIn:
         """`verdicts` holds the budgets, `signin_budgets` among them, and the allowed organisations."""
-        public_url = cls.check(remote)
+        public_url = check_oauth_settings(remote)
         if remote.oauth_keys:
             sealer = Sealer(remote.oauth_keys)
         else:
@@ -80,22 +78,6 @@ class SignIn:
             sealer = Sealer.ephemeral()
         return cls(ServerMetadata(public_url), create_store(shared), sealer, remote.state_keys, verdicts, transport,
                    metrics, remote.oauth_trusted_client_hosts)
-
-    @staticmethod
-    def check(remote: RemoteSettings) -> str:
-        """The public URL, once the settings `--auth oauth` needs are there; `ValueError` names what is wrong."""
-        public_url = check_public_url(remote.public_url)
-        if remote.oauth_keys:
-            Sealer(remote.oauth_keys)
-        elif not is_loopback_url(public_url):
-            raise ValueError("--auth oauth beyond loopback needs AGENT_AUTOMATION_OAUTH_KEYS (comma-separated; "
-                             "make one with: python -c 'from cryptography.fernet import Fernet; "
-                             "print(Fernet.generate_key().decode())')")
-        if not remote.state_keys and not is_loopback_url(public_url):
-            raise ValueError("--auth oauth beyond loopback needs AGENT_AUTOMATION_STATE_KEYS (comma-separated; make "
-                             "one with: openssl rand -hex 32): sign-ins and registered apps are sealed with them, "
-                             "and with a key of the process instead a restart would sign everyone out")
-        return public_url
 
     @property
     def challenge(self) -> str:
@@ -156,18 +138,3 @@ def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn, *, read_
         kept = [(name, value) for name, value in kept if name.lower() != READONLY_HEADER.encode()]
         kept.append((READONLY_HEADER.encode(), b"true"))
     return kept
-
-
-def check_public_url(value: str | None) -> str:
-    """The public URL as an origin without a trailing slash; `ValueError` says what is wrong."""
-    if not value:
-        raise ValueError("--auth oauth needs --public-url (AGENT_AUTOMATION_PUBLIC_URL): the address clients use, "
-                         "e.g. https://mcp.example.com")
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment \
-            or parts.path.strip("/") or parts.username or parts.password:
-        raise ValueError(f"--public-url must be a scheme and host (and port), like https://mcp.example.com; got "
-                         f"{value!r}")
-    if parts.scheme == "http" and not is_loopback_url(value):
-        raise ValueError("--public-url must be https beyond loopback (http only on 127.0.0.1, [::1], localhost)")
-    return str(AnyHttpUrl(f"{parts.scheme}://{parts.netloc}")).rstrip("/")  # as the metadata will render it
