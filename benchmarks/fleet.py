@@ -26,6 +26,11 @@ from pathlib import Path
 
 import httpx2
 
+# The tests' loopback ports, after this folder's modules (a benchmark's `tasks` is not `tests/tasks`): a port chosen
+# up front stays out of other binds to port 0 until its server binds it.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from ports import free_port
+
 HAPROXY = "/usr/sbin/haproxy"
 # What replicas sharing Redis must be given alike (they refuse to start without): benchmark values, not secrets.
 SHARED_KEYS = {"AGENT_AUTOMATION_STATE_KEYS": "benchmark-state-key-" + "s" * 32,
@@ -34,12 +39,6 @@ SHARED_KEYS = {"AGENT_AUTOMATION_STATE_KEYS": "benchmark-state-key-" + "s" * 32,
 # however it dies: no server outlives a benchmark killed outright.
 DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else ()
 PR_SET_PDEATHSIG = 1  # prctl(2)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def memory_kib(pid: int) -> dict[str, int]:
