@@ -47,7 +47,8 @@ from agent_automation_mcp.pacing import create_pacer, redis_ledger, sliding_log
 from agent_automation_mcp.sandbox import Faults, SandboxConfig, SandboxServer
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests.pacing.redis_server, and the helpers it imports (ports)
+sys.path.insert(0, str(ROOT))  # tests.pacing.redis_server
+sys.path.append(str(ROOT / "tests"))  # the helpers it imports (ports), after this folder's modules, as fleet.py
 from report import command_line, publish  # noqa: E402  (benchmarks/, the script's own folder)
 from stats import percentile  # noqa: E402
 from tests.pacing.redis_server import RedisServer  # noqa: E402  (one launcher for the tests and this benchmark)
