@@ -417,9 +417,27 @@ def compact_schema(schema: Any) -> Any:
     Drops the `title` keywords pydantic adds (they restate property names; a property *named* title is
     kept), `default: null` and `additionalProperties: true` (what JSON Schema assumes anyway), writes
     `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`, and puts a definition used once where it is
-    used. (Output schemas are outlines: `tools/outlines.py`.)
+    used. An optional argument is listed without `null`: leaving it out says "none" (a null sent is still
+    taken). (Output schemas are outlines: `tools/outlines.py`.)
     """
-    return _compact(_inlined(schema))
+    return _optional_without_null(_compact(_inlined(schema)))
+
+
+def _optional_without_null(schema: Any) -> Any:
+    """The top-level arguments that may be left out, typed without their `null`."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return schema
+    required = set(schema.get("required", ()))
+    out = {}
+    for name, sub in properties.items():
+        kinds = sub.get("type") if isinstance(sub, dict) else None
+        if name not in required and isinstance(kinds, list) and len(kinds) == 2 and "null" in kinds:
+            sub = {**sub, "type": next(kind for kind in kinds if kind != "null")}
+            if isinstance(sub.get("enum"), list):
+                sub["enum"] = [value for value in sub["enum"] if value is not None]
+        out[name] = sub
+    return {**schema, "properties": out}
 
 
 def _compact(schema: Any) -> Any:

@@ -171,16 +171,24 @@ def test_compact_schema_keeps_meaning() -> None:
             "n": {"anyOf": [{"type": "integer", "minimum": 1, "description": "inner"}, {"type": "null"}],
                   "description": "outer"},
             "ref": {"anyOf": [{"$ref": "#/$defs/R"}, {"type": "null"}]},
+            "must": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "map": {"type": "object", "additionalProperties": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
         },
+        "required": ["must"],
     }
+    # An argument that may be left out is listed without null (leaving it out says none); a required one, and a
+    # null inside an argument (a map's value that removes its key), keep it.
     assert compact_schema(schema) == {
         "type": "object",
         "properties": {
             "title": {"type": "string"},
-            "state": {"enum": ["a", "b", None], "type": ["string", "null"]},
-            "n": {"type": ["integer", "null"], "minimum": 1, "description": "outer"},
+            "state": {"enum": ["a", "b"], "type": "string"},
+            "n": {"type": "integer", "minimum": 1, "description": "outer"},
             "ref": {"anyOf": [{"$ref": "#/$defs/R"}, {"type": "null"}]},
+            "must": {"type": ["string", "null"]},
+            "map": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
         },
+        "required": ["must"],
     }
     assert compact_schema({"type": "object", "properties": {"m": {"type": "object", "additionalProperties": True},
                                                             "n": {"type": "object", "additionalProperties": False}}}) \
