@@ -7,7 +7,8 @@ from mcp import Client
 
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
-from agent_automation_mcp.server import TOOLS_LIST_HINT, build_server, compact_schema
+from agent_automation_mcp.server import TOOLS_LIST_HINT, build_server
+from agent_automation_mcp.tools.input_schemas import compact_schema
 
 
 @pytest.mark.anyio

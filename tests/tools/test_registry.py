@@ -13,7 +13,8 @@ from mcp import Client, MCPError
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
-from agent_automation_mcp.server import build_server, compact_schema
+from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools.input_schemas import compact_schema
 from agent_automation_mcp.tools.registry import (
     DEFAULT_TOOLSETS,
     OPERATIONS_WITHOUT_TOOL,
