@@ -64,6 +64,7 @@ async def test_a_read_only_grant_lists_no_writes_and_a_call_past_the_list_is_ins
     assert refused.headers["www-authenticate"].endswith('error="insufficient_scope"')
     shown = await refusal_shown_for_call(server.url, bearer)
     assert "granted reading only" in shown
+    assert "delete_webhook changes things" in shown and "Delete_webhook" not in shown  # a tool's name as it is spelt
     counted = httpx2.get(f"{server.origin}/metrics", timeout=10).text  # counted as what it is, not an origin's
     assert 'agent_automation_http_refused_total{reason="insufficient_scope",status="403"} 2.0' in counted
 

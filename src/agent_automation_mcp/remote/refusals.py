@@ -11,6 +11,7 @@ what to do, when to try again), and the one error shape's fields (`kind`, `statu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
@@ -39,13 +40,22 @@ def refusal(status: int, message: str, hint: str, *, retry_after: int | None = N
     if retry_after is not None:
         shape["retry_after_seconds"] = retry_after
     shape["hint"] = hint
-    shown = f"{message[:1].upper()}{message[1:]}. {hint}"
+    shown = f"{as_sentence(message)}. {hint}"
     if retry_after is not None:
         shown += f" (Retry after {retry_after} s.)"
     # id null: refused before the body was read; the SDK clients answer the request they sent with it.
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, **shape, "message": shown, "data": shape}}
     waiting = {"Retry-After": str(retry_after)} if retry_after is not None else {}
     return Refused(status, body, {**waiting, **(headers or {})})
+
+
+_PLAIN_WORD: Final = re.compile(r"[a-z]+(?:-[a-z]+)*(?![\w.])")
+
+
+def as_sentence(message: str) -> str:
+    """`message` as a sentence's start: a plain first word capitalised (`this token…` → `This token…`), a name left as
+    it is spelt (`create_agent_run changes things`: `Create_agent_run` names no tool)."""
+    return f"{message[:1].upper()}{message[1:]}" if _PLAIN_WORD.match(message) else message
 
 
 async def respond(send: Send, refused: Refused) -> None:
