@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import httpx2
 import pytest
 from sandboxed import connected
 
+from agent_automation_mcp.tools.line_text import TIME_LEGEND
 from agent_automation_mcp.tools.run_text import (
     FOLD_LEGEND,
     LIST_FOLD_CHARS,
@@ -106,3 +108,39 @@ def test_the_repository_every_pull_request_is_on_is_named_once() -> None:
 def test_the_tools_page_says_the_lists_fold_as_the_code_has_it() -> None:
     page = " ".join((Path(__file__).parents[2] / "docs" / "tools.md").read_text().split())
     assert f"folded past {RESULT_FOLD_CHARS} characters, a summary or title past {LIST_FOLD_CHARS}" in page
+
+
+_TIME = re.compile(r"(?<!\S)(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|\d\d:\d\d:\d\d|:\d\d)(?!\S)")
+
+
+def read_times(text: str) -> list[datetime]:
+    """Every time the text writes, read as its legend says: whole, or against the time written before it."""
+    assert TIME_LEGEND in text.split("\n")[0] or TIME_LEGEND in text.split("\n")[1]
+    times: list[datetime] = []
+    for found in _TIME.findall(text):
+        before = times[-1] if times else None
+        if found.endswith("Z"):
+            times.append(datetime.fromisoformat(found))
+        elif found.startswith(":"):
+            assert before is not None, found
+            times.append(before.replace(second=int(found[1:])))
+        else:
+            assert before is not None, found
+            hour, minute, second = map(int, found.split(":"))
+            times.append(before.replace(hour=hour, minute=minute, second=second))
+    return times
+
+
+def test_every_time_reads_alone_against_the_time_written_before_it() -> None:
+    """A pull request's time is written against its run's, and the next run's against that pull request's."""
+    start = datetime(2025, 6, 21, 10, 0, 5, tzinfo=UTC)
+    at = [start, start + timedelta(minutes=5, seconds=2), start - timedelta(seconds=4),
+          start - timedelta(seconds=30), start - timedelta(days=1, seconds=1)]
+    runs = [{"id": 3, "status": "COMPLETE", "created_at": at[0].isoformat(), "pull_requests": [
+                {"pr_id": 30, "number": 1, "url": "https://github.com/o/a/pull/1", "created_at": at[1].isoformat()}]},
+            {"id": 2, "status": "COMPLETE", "created_at": at[2].isoformat(), "pull_requests": [
+                {"pr_id": 20, "number": 2, "url": "https://github.com/o/a/pull/2", "created_at": at[3].isoformat()}]},
+            {"id": 1, "status": "ERROR", "created_at": at[4].isoformat(), "pull_requests": []}]
+    text = render_runs({"runs": runs}, usual_web_url)
+    assert read_times(text) == at, text
+    assert "10:05:07" in text and "10:00:01" in text and ":35" in text  # short forms, each explained

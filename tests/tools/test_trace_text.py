@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sandboxed import connected
+from test_run_text import read_times
 
 from agent_automation_mcp.tools.trace_text import (
     FOLD_CHARS,
@@ -188,3 +190,13 @@ def test_repeats_name_only_what_a_line_shows_whole_and_plain_words_are_never_mis
 def test_the_tools_page_says_the_texts_bounds_as_the_code_has_them() -> None:
     page = " ".join((Path(__file__).parents[2] / "docs" / "tools.md").read_text().split())
     assert f"an object, of {REPEAT_CHARS} characters or more" in page and f"longer than {FOLD_CHARS} characters" in page
+
+
+def test_every_time_of_a_trace_reads_alone_by_its_legend() -> None:
+    start = datetime(2025, 6, 21, 23, 58, 50, tzinfo=UTC)
+    at = [start + timedelta(seconds=seconds) for seconds in (0, 5, 75, 76, 3600 * 3)]
+    page = {"agent_run_id": 7, "entries": [{"created_at": moment.isoformat(), "message_type": "ACTION"}
+                                           for moment in at]}
+    text = render_trace(page, list(range(len(at))))
+    assert read_times(text) == at, text
+    assert "\n:55 ACTION\n" in text and "\n02:58:50 ACTION" in text  # short forms, which the legend explains

@@ -10,6 +10,8 @@ from typing import Any, Final
 
 from .results import compact_json
 
+# What `when` writes, for the legend of every text that uses it: a model reads a time alone only with this.
+TIME_LEGEND: Final = "times UTC, whole or short: HH:MM:SS on the day of the time written before it, :SS in its minute"
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 # A string written without quotes (as logfmt does): it cannot pass for a number, a literal, a `#N`, or run into the
 # separators around it (space, `,`, `(`, `)`, `|`, `: `, `=`).
@@ -32,8 +34,9 @@ def fold(text: str, chars: int) -> str:
 
 
 def when(created_at: Any, minute: str | None) -> tuple[str, str | None]:
-    """`:SS` within the minute of the line above, `HH:MM:SS` within its day, else the whole instant; anything
-    unreadable as it came. Returns the text and the minute the next line is written against."""
+    """`:SS` within the minute of the time written before (`minute`), `HH:MM:SS` within its day, else the whole
+    instant; anything unreadable as it came. Returns the text and the minute the next time is written against, so
+    each time is read against the one before it in the text (`TIME_LEGEND`)."""
     if not isinstance(created_at, str):
         return "", minute
     try:

@@ -4,9 +4,9 @@ The structured content keeps every field whole. The text leaves out what the sum
 next_skip, note), nulls, `is_terminal` (the status says it), a value every run shares (said once, in the head), a
 `web_url` that is the run's usual address and a pull request's `url` that is GitHub's (written `owner/repo#N`, or `#N`
 when every pull request of the list is on one repository, which the head names), and the date and hour a time shares
-with the line above. A run's result (its final answer: a list tells runs apart by their summaries) is folded past
-`RESULT_FOLD_CHARS`, other service text past `LIST_FOLD_CHARS`, and the legend says that `get_agent_run(id)` reads
-them whole.
+with the time written before it (a run's, or a pull request's: the legend says how to read it). A run's result (its
+final answer: a list tells runs apart by their summaries) is folded past `RESULT_FOLD_CHARS`, other service text past
+`LIST_FOLD_CHARS`, and the legend says that `get_agent_run(id)` reads them whole.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..api.models import github_pull_request
-from .line_text import flat, fold, scalar, value_text, when
+from .line_text import TIME_LEGEND, flat, fold, scalar, value_text, when
 
 LIST_FOLD_CHARS: Final = 100  # of a run's summary, metadata or a pull request's title, in the text of a list
 RESULT_FOLD_CHARS: Final = 48  # of a run's result
@@ -23,8 +23,8 @@ SAID_IN_SUMMARY: Final = frozenset({"total", "next_skip", "note"})
 # Written once in the head when every run has the same value, else on each line: a source as a word, the rest
 # as `name=value`.
 SHARED: Final = ("source_type", "organization_id")
-RUNS_LEGEND: Final = ("runs, one a line: id status created_at (UTC) source_type [elapsed_seconds s]: result | sum: "
-                      "summary | meta: metadata | pr pr_id owner/repo#number head_branch_name created_at: title")
+RUNS_LEGEND: Final = ("runs, one a line: id status created_at source_type [elapsed_seconds s]: result | sum: summary | "
+                      f"meta: metadata | pr pr_id owner/repo#number head_branch_name created_at: title; {TIME_LEGEND}")
 FOLD_LEGEND: Final = "…+C: C more characters; get_agent_run(id) reads the run whole"
 
 
@@ -65,7 +65,7 @@ def render_runs(page: dict[str, Any], usual_web_url: Callable[[int], str]) -> st
         if run.get("metadata"):
             parts.append(f"meta: {value_text(run['metadata'])}")
         for pr in run.get("pull_requests") or []:
-            text, cut = _pull_request(pr, minute, repo)
+            text, cut, minute = _pull_request(pr, minute, repo)
             folded |= cut
             parts.append(text)
         lines.append(" | ".join([line, *parts]))
@@ -73,23 +73,23 @@ def render_runs(page: dict[str, Any], usual_web_url: Callable[[int], str]) -> st
     return "\n".join([*(["; ".join(head)] if head else []), "; ".join(legend) + ":", *lines])
 
 
-def _pull_request(pr: dict[str, Any], minute: str | None, shared_repo: str | None) -> tuple[str, bool]:
+def _pull_request(pr: dict[str, Any], minute: str | None, shared_repo: str | None) -> tuple[str, bool, str | None]:
     """`pr pr_id owner/repo#N branch created_at: title` (`#N` on `shared_repo`); the url whole when it is not
-    GitHub's usual one."""
+    GitHub's usual one. Also whether the title was folded, and the minute the next time is written against."""
     url = pr.get("url")
     repo, number = github_pull_request(url) if isinstance(url, str) else (None, None)
     where = f"{'' if repo == shared_repo else repo}#{number}" if repo is not None and number == pr.get("number") else (
         f"url={scalar(url)}" if url is not None else "")
     if repo is None and pr.get("number") is not None:
         where = f"number={pr['number']} {where}".strip()
-    stamp, _ = when(pr.get("created_at"), minute)
+    stamp, minute = when(pr.get("created_at"), minute)
     words = ["pr", str(pr.get("pr_id")), where, scalar(pr["head_branch_name"]) if pr.get("head_branch_name") else "",
              stamp]
     line = " ".join(word for word in words if word)
     if pr.get("title") is None:
-        return line, False
+        return line, False, minute
     title, cut = _folded(pr["title"], LIST_FOLD_CHARS)
-    return f"{line}: {title}", cut
+    return f"{line}: {title}", cut, minute
 
 
 def _folded(value: Any, chars: int) -> tuple[str, bool]:

@@ -15,16 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .line_text import flat, fold, member_texts, scalar, value_text, when
+from .line_text import TIME_LEGEND, flat, fold, member_texts, scalar, value_text, when
 from .results import compact_json
 
 FOLD_CHARS: Final = 240  # of a value's text, in a result of several entries
 REPEAT_CHARS: Final = 24  # a value this long or longer is written once per result, then `#N`
 # Written by the summary line, which comes first: the text does not say them again.
 SAID_IN_SUMMARY: Final = frozenset({"agent_run_id", "status", "total_logs", "read", "next_skip"})
-TRACE_LEGEND: Final = ("entries, one a line: time (UTC; :SS in the minute above) message_type "
-                       "tool_name(tool_input) → tool_output: thought | observation (objects as key=value, values JSON, "
-                       "plain words unquoted)")
+TRACE_LEGEND: Final = ("entries, one a line: time message_type tool_name(tool_input) → tool_output: thought | "
+                       f"observation (objects as key=value, values JSON, plain words unquoted); {TIME_LEGEND}")
 REPEAT_LEGEND: Final = ("#N: the same value as on the line that starts with #N (the entry at skip N); =#N: all its "
                         "values as there")
 FOLD_LEGEND: Final = "…+C: C more characters; skip=N limit=1 reads the entry whole (#N starts its line)"
