@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -129,18 +130,37 @@ def _entries(before: Any, after: Any) -> EntryChanges | None:
     return None
 
 
-def _names(values: list[str]) -> str:
-    """Names for a summary: those that are short identifiers, and a count of the others (text from elsewhere)."""
-    shown = [value for value in values if label(value, "") == value]
+def _names(values: list[str], said: Callable[[str], str] = str) -> str:
+    """Names for a summary, each as `said` writes it: those that are short identifiers, and a count of the others
+    (text from elsewhere)."""
+    shown = [said(value) for value in values if label(value, "") == value]
     more = len(values) - len(shown)
     return ", ".join([*shown, *([f"{more} {'more' if shown else 'names'} (in the result)"] if more else [])])
 
 
+def _value(value: Any) -> str:
+    """A map entry's value in a summary: a number or a short identifier as it is; text by its length (the result
+    holds it: a summary repeats no text from elsewhere)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        return value if label(value, "") == value else f"{len(value)}-character text"
+    return "(in the result)"
+
+
 def _what_changed(name: str, before: Any, after: Any, entries: EntryChanges | None) -> str:
-    """A setting's change in words: `check_retry_count 3 → 5`, `ignored_checks (added e2e; removed lint)`."""
+    """A setting's change in words: `check_retry_count 3 → 5`, `ignored_checks (added e2e; removed lint)`,
+    `check_retry_counts (added build: 3; removed lint (was 2); changed unit-tests: 1 → 2)`."""
     if entries is None:
         return f"{name} {'unset' if before is None else label(str(before), '?')} → {label(str(after), '?')}"
-    parts = [f"{verb} {_names(keys)}" for verb, keys in
+    old = before if isinstance(before, dict) else {}
+    new = after if isinstance(after, dict) else {}
+    said: dict[str, Callable[[str], str]] = {"added": str, "removed": str, "changed": str}
+    if isinstance(after, dict):  # a map's entries with their values, from and to
+        said = {"added": lambda key: f"{key}: {_value(new[key])}",
+                "changed": lambda key: f"{key}: {_value(old[key])} → {_value(new[key])}",
+                "removed": lambda key: f"{key} (was {_value(old[key])})"}
+    parts = [f"{verb} {_names(keys, said[verb])}" for verb, keys in
              (("added", entries.added), ("removed", entries.removed), ("changed", entries.changed)) if keys]
     return f"{name} ({'; '.join(parts)})" if parts else name
 
