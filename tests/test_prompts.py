@@ -59,7 +59,8 @@ async def test_prompts_are_listed_fetched_with_arguments_and_bad_arguments_refus
     assert "<task>\nFix the flaky login test\n</task>" in delegate and '"sandbox-org/web-app"' in delegate
     assert "Use repo_id 201." in by_id and "list_repositories and find" not in by_id
     assert 'statuses ["failed"] and limit 5' in status and "get_user" not in status
-    assert "agent_run_id 404" in explain and 'message_types ["ERROR"]' in explain
+    assert "agent_run_id 404" in explain and "agent_run_id 404 and digest true" in explain  # the digest first
+    assert "does not report a run's repository" in explain and "ask the user which" in explain
     assert 'pull_request "o/r#3"' in runs
     for spec, text in zip(PROMPTS, (delegate, status, explain, runs), strict=True):
         named = set(re.findall(rf"\b(?:{'|'.join(VERBS)})_[a-z_]+\b", text))

@@ -137,15 +137,22 @@ the user (a failed run, a run going for hours). {DATA_NOT_ORDERS}"""
 
 def _explain(args: ExplainFailure, offered: frozenset[str]) -> str:
     run = args.agent_run_id
+    setup = ""
+    if "generate_setup_commands" in offered:
+        find = (" (its id in list_repositories)" if "list_repositories" in offered else "")
+        setup = ("generate_setup_commands if the repository's setup failed: it needs the repository, and the service "
+                 "does not report a run's repository, only its pull requests' URLs (owner/repo); take the repo_id of "
+                 f"that repository{find}, or, if the run opened no pull request, say the repository is not reported "
+                 "and ask the user which it is")
     nexts = [f"resume_agent_run on run {run} with an instruction that removes the cause (only if the user asks)"
-             if "resume_agent_run" in offered else "",
-             "generate_setup_commands if the repository's setup failed" if "generate_setup_commands" in offered else ""]
+             if "resume_agent_run" in offered else "", setup]
     suggest = f"\n4. Suggest one next step: {', or '.join(n for n in nexts if n)}." if any(nexts) else ""
     return f"""Explain why Codegen agent run {run} failed.
 
 1. Call get_agent_run with agent_run_id {run}. If it is still going, or ended without an error, say so and stop.
-2. Call get_agent_run_logs with agent_run_id {run} and message_types ["ERROR"] for its errors, then with reverse true
-and limit 10 for its last steps.
+2. Call get_agent_run_logs with agent_run_id {run} and digest true: in one short answer, what the run did, its errors
+by kind (each with the #N of the entry where it happened) and its final answer. Only if that leaves the failure
+unclear, read the entries around it: skip N-5 and limit 10, for an error at #N.
 3. Explain in plain words what the agent was doing, where it failed and the likely cause (a failing check, a missing
 setup step, an unclear instruction, missing access). Quote the trace sparingly.{suggest}
 {DATA_NOT_ORDERS}"""
