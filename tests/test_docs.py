@@ -23,6 +23,7 @@ from agent_automation_mcp.cli import PROG, build_parser
 from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
 from agent_automation_mcp.remote.rpc_request import BODY_SECONDS, MAX_ID_CHARS, MAX_METHOD_CHARS
 from agent_automation_mcp.tools.answers import NOT_REPORTED, WRITTEN, answer_for
+from agent_automation_mcp.tools.missing_actions import MISSING_ACTIONS
 from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED, all_tools
 from budget import measure
 from catalogue import CASES
@@ -43,6 +44,9 @@ TOOLS_BEGIN: Final = ("<!-- tools: the first three columns generated from the to
                       ".venv/bin/pytest tests/test_docs.py; \"What it does\" is written by hand (a new tool's row "
                       "starts with its description) -->")
 TOOLS_END: Final = "<!-- end of the generated tools -->"
+MISSING_BEGIN: Final = ("<!-- cannot: generated from tools/missing_actions.py by UPDATE_DOCS=1 .venv/bin/pytest "
+                        "tests/test_docs.py -->")
+MISSING_END: Final = "<!-- end of the generated cannot -->"
 _ROW: Final = re.compile(r"^\| .*? \| `(\w+)` \| .*? \| (.*) \|$", re.M)
 # The budget's figures as the docs state them (`budget.Measure`: what a model reads, and the whole tools/list).
 TOKEN_FIGURES: Final = ((ROOT / "README.md", r"costs about ([\d,]+) tokens", "model_tokens"),
@@ -129,9 +133,17 @@ def tools_reference() -> str:
     return "\n".join([*lines, "", TOOLS_END])
 
 
+def missing_reference() -> str:
+    """What the service cannot do and the closest thing: `tools/missing_actions.py` as a table."""
+    return "\n".join([MISSING_BEGIN, "", "| The service cannot | Words that ask for it | Closest |", "|---|---|---|",
+                      *(f"| {action.what} | {', '.join(f'`{word}`' for word in action.words)} | "
+                        f"{_cell(action.closest)} |" for action in MISSING_ACTIONS), "", MISSING_END])
+
+
 @pytest.mark.parametrize(("page", "begin", "end", "generate"), [
     (CONFIGURATION, BEGIN, END, flags_reference), (TOOLS, ANSWERS_BEGIN, ANSWERS_END, answers_reference),
-    (TOOLS, TOOLS_BEGIN, TOOLS_END, tools_reference)], ids=["flags", "answers", "tools"])
+    (TOOLS, TOOLS_BEGIN, TOOLS_END, tools_reference), (TOOLS, MISSING_BEGIN, MISSING_END, missing_reference)],
+    ids=["flags", "answers", "tools", "cannot"])
 def test_the_generated_references_are_their_sources(page: Path, begin: str, end: str,
                                                     generate: Callable[[], str]) -> None:
     text = page.read_text()

@@ -59,7 +59,8 @@ from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
 from .tools.errors import InternalError, argument_error, error_result, protocol_error, unknown_arguments
 from .tools.input_schemas import compact_schema
-from .tools.mentions import cut_schema, cut_to
+from .tools.mentions import TOOL_NAMES, cut_schema, cut_to
+from .tools.missing_actions import named_in
 from .tools.outlines import model_outline
 from .tools.registry import narrowed, offered_names, select_tools
 from .view import RunsView
@@ -249,9 +250,11 @@ class AgentAutomationServer(MCPServer[ServerState]):
 
     def _check_offered(self, name: str, context: Context[ServerState, Any] | None) -> None:
         """The spec's protocol error for a tool outside the toolsets or the read-only ceiling: it does not exist
-        here."""
-        if name not in self._offered_to(context.headers if context is not None else None):
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
+        here. One named for what the service cannot do is told so, and the closest thing."""
+        offered = self._offered_to(context.headers if context is not None else None)
+        if name not in offered:
+            missing = "" if name in TOOL_NAMES else cut_to(named_in(name), offered)  # `merge_pull_request`
+            raise MCPError(code=INVALID_PARAMS, message=" ".join(f"Unknown tool: {name}. {missing}".split()))
 
     def _tenant(self, context: Context[ServerState, Any] | None) -> str | None:
         """The caller's token hash, or None when the call has no usable token (the tool then says why)."""

@@ -9,6 +9,7 @@ per tool.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any, Final
@@ -18,7 +19,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from ..api.errors import ApiError, InvalidRequestError, NotFoundError
-from ..api.text import visible_tree
+from ..api.text import visible, visible_tree
 
 
 class InternalError(ApiError):
@@ -36,6 +37,10 @@ class CancelledByUserError(ApiError):
     default_hint = "The user did not confirm, so nothing was sent. Do not try again unless the user asks for it."
 
 
+ASKED_CHARS: Final = 40  # a refused word longer than this is not quoted back
+# The pydantic error type of a value asking for what the service cannot do (`missing_actions`): its context holds the
+# refusal's hint, the closest thing that can be done.
+MISSING_ERROR: Final = "service_cannot"
 # JSON-RPC's implementation-defined range (429's digits): a protocol request refused, its `data` the one error shape.
 REFUSED: Final = -32029
 _RUN_ID = "Check agent_run_id: list_agent_runs lists the runs (newest first) with their ids."
@@ -84,11 +89,24 @@ def _body(error: ApiError, fit: Callable[[str], str] | None) -> dict[str, Any]:
 
 
 def argument_error(tool: str, exc: ValidationError) -> ApiError:
-    """Arguments the tool's schema refuses, reported like the client's own pre-send checks (nothing was sent)."""
-    details = [{"loc": [str(part) for part in e["loc"]], "msg": e["msg"], "type": e["type"]}
-               for e in exc.errors(include_url=False, include_input=False, include_context=False)]
+    """Arguments the tool's schema refuses, reported like the client's own pre-send checks (nothing was sent): each
+    refused word named as asked (`state: asked "merge"`); a value asking for what the service cannot do
+    (`missing_actions`) with the closest thing as the hint, not "fix the arguments" (the nearest valid word may do
+    something else: closed is not merged)."""
+    errors = exc.errors(include_url=False)
+    details = [{"loc": [str(part) for part in e["loc"]], "msg": _asked(e), "type": e["type"]} for e in errors]
     problems = "; ".join(f"{'.'.join(d['loc']) or 'arguments'}: {d['msg']}" for d in details)
-    return InvalidRequestError(f"{tool}: {problems}", details=details, operation=tool)
+    hint = next((str(e["ctx"]["hint"]) for e in errors if e["type"] == MISSING_ERROR), None)
+    return InvalidRequestError(f"{tool}: {problems}", details=details, operation=tool, hint=hint)
+
+
+def _asked(error: Any) -> str:
+    """A refusal of a word not among the allowed ones says the word asked (short, visible); no other input is quoted
+    (it could be long, or a secret)."""
+    value = error.get("input")
+    if error["type"] in ("literal_error", "enum") and isinstance(value, str) and len(value) <= ASKED_CHARS:
+        return f"asked {json.dumps(visible(value), ensure_ascii=False)}: {error['msg']}"
+    return str(error["msg"])
 
 
 def unknown_arguments(tool: str, unknown: list[str], accepted: frozenset[str]) -> ApiError:

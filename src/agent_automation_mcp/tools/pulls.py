@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Final
+from typing import Annotated, Final, get_args
 
 from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ..api.client import AgentAutomationClient
 from ..api.errors import InvalidRequestError, NotFoundError
@@ -16,6 +16,7 @@ from ..api.params import Id, PullRequestState
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
 from .declarations import Toolset
+from .missing_actions import PULL_REQUEST, refuse_missing
 from .results import Output, label, ok
 from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
 
@@ -45,7 +46,8 @@ def _edit_question(state: str, ctx: Context, pr_id: int | None = None, pr_url: P
 @toolset.tool("Edit pull request", "list_agent_runs", "list_repositories", "edit_pull_request_simple",
               "edit_pull_request")
 async def edit_pull_request(
-    state: Annotated[PullRequestState, Field(description="The state to move it to.")], ctx: Context,
+    state: Annotated[PullRequestState, Field(description="The state to move it to."),
+                     BeforeValidator(refuse_missing(PULL_REQUEST, get_args(PullRequestState)))], ctx: Context,
     confirmed: Annotated[Answer, Resolve(_edit_question)],
     pr_id: Annotated[Id | None, Field(description="The service's id, not the GitHub number.")] = None,
     pr_url: Annotated[PullRequestArg | None, Field(
