@@ -396,7 +396,7 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
     shutdown."""
     assert isinstance(server, AgentAutomationServer)
     api = server.api_settings
-    async with ApiTransport(api, create_pacer(api, server.shared.redis), observer=server.observer) as transport:
+    async with ApiTransport(api, create_pacer(api, store=server.shared), observer=server.observer) as transport:
         server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
                                    organizations=OrganizationCache(server.shared))
         try:

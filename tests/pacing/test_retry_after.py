@@ -11,9 +11,12 @@ import pytest
 
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
 from agent_automation_mcp.api.errors import RateLimitError
+from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.pacing import create_pacer, sliding_log
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+
+from .redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -58,17 +61,51 @@ async def test_an_absurd_retry_after_is_answered_at_once_and_pauses_only_its_buc
     with anyio.fail_after(10):  # no deadline: a call that waited the Retry-After out would hang here
         with pytest.raises(RateLimitError) as caught:
             await client.create_agent_run(prompt="x")
-    assert caught.value.retry_after == HUGE and "other tools still work" in caught.value.hint
+    assert caught.value.retry_after == HUGE and f"asked to wait {HUGE} s" in caught.value.message
+    assert caught.value.limits == ("agent_creation", "standard")  # which it refused, the service does not say
+    assert "does not say which it refused" in caught.value.hint and "still work" not in caught.value.hint
     assert sent(sandbox, "create_agent_run") == 1  # not sent again
 
     # standard, which create_agent_run shares with every operation, is not paused: other tools go on at once.
     assert (await client.within(5).get_agent_run(run)).id == run
-    # agent_creation is, for the clamped pause: a second create is refused without being sent.
+    # agent_creation is: a second create is refused without being sent, with the service's cause and wait (not the
+    # pause's 120 s), naming the limit that holds it back.
     with pytest.raises(RateLimitError) as again:
         await client.within(5).create_agent_run(prompt="x")
-    assert sliding_log.MAX_PAUSE - 5 < again.value.retry_after <= sliding_log.MAX_PAUSE
-    assert "nothing was sent" in str(again.value)
+    assert HUGE - 10 < again.value.retry_after <= HUGE and again.value.limits == ("agent_creation",)
+    assert again.value.message.startswith("the service refused a request of this API token")
+    assert f"asked to wait {HUGE} s" in again.value.message and "agent_creation (10/60s)" in again.value.message
+    assert "nothing was sent" in str(again.value) and "rate limit (" not in again.value.message
     assert sent(sandbox, "create_agent_run") == 1
+
+
+@pytest.mark.redis
+async def test_after_a_long_retry_after_on_standard_any_replica_names_the_services_cause_and_wait(
+        sandbox: SandboxServer, redis_server: RedisServer) -> None:
+    """Issue 47: a 429 asking 150 s on an operation counted against standard only. The answer says so and that every
+    operation counts against standard; the next call, on another replica, is held back by the pause and says the
+    service's cause and its wait (not this server's limit, nor the pause's 120 s)."""
+    redis_server.flush()
+    run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={}).json()["id"]
+    settings = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url, timeout=5.0,
+                           redis_url=redis_server.url)
+    refuse(sandbox, "get_agent_run", 150)
+    async with ApiTransport(settings, create_pacer(settings)) as one, \
+            ApiTransport(settings, create_pacer(settings)) as other:
+        with pytest.raises(RateLimitError) as refused:
+            await AgentAutomationClient(one, Credentials(sandbox.token, sandbox.org_id)).within(10).get_agent_run(run)
+        before = sent(sandbox, "list_agent_runs")
+        with pytest.raises(RateLimitError) as held:
+            await AgentAutomationClient(other, Credentials(sandbox.token, sandbox.org_id)).within(10).list_agent_runs()
+    httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}).raise_for_status()
+    assert refused.value.retry_after == 150 and "asked to wait 150 s" in refused.value.message
+    assert refused.value.limits == ("standard",) and "It refused under its limit standard (" in refused.value.hint
+    assert refused.value.shared_by["standard"] == frozenset(OPERATIONS)  # every operation counts against it
+    assert held.value.message.startswith("the service refused a request of this API token")
+    assert "asked to wait 150 s" in held.value.message and "standard (" in held.value.message
+    assert sliding_log.MAX_PAUSE < held.value.retry_after <= 150  # the service's wait, not the pause's
+    assert held.value.shared_by["standard"] == frozenset(OPERATIONS)
+    assert sent(sandbox, "list_agent_runs") == before  # nothing was sent
 
 
 async def test_a_short_retry_after_is_waited_out_and_the_call_succeeds(

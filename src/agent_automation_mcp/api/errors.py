@@ -70,8 +70,17 @@ class ValidationFailedError(ApiError):
 
 
 class RateLimitError(ApiError):
+    """A limit refused the request: the service's (its 429) or this server's pacing of it. `limits` names the buckets
+    it is about; `shared_by` (filled in by the transport) the operations counted against each, so the tool's answer
+    can say which other tools wait too."""
+
     kind = "rate_limited"
     default_hint = "Wait retry_after_seconds, then call again."
+
+    def __init__(self, message: str, *, limits: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.limits = limits
+        self.shared_by: dict[str, frozenset[str]] = {}
 
 
 class ServerError(ApiError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -71,6 +72,12 @@ def parse_rate_limits(
             raise ValueError(f"unknown rate-limit bucket {name!r}; known: {', '.join(sorted(base))}")
         limits[name] = RateLimit(int(count), float(window) * _UNIT_SECONDS[unit])
     return limits
+
+
+def named_limits(limits: Mapping[str, RateLimit], names: Iterable[str], joined: str = "and") -> str:
+    """`standard (60/30s)`, `agent_creation (10/60s) and standard (60/30s)`: limits as a sentence names them."""
+    said = [f"{name} ({limits[name]})" if name in limits else name for name in names]
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} {joined} {said[-1]}"
 
 
 def format_rate_limits(limits: dict[str, RateLimit]) -> str:

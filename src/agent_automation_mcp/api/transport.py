@@ -41,8 +41,9 @@ from .errors import (
     ValidationFailedError,
     error_class_for_status,
 )
+from .limits import named_limits
 from .observer import TransportObserver
-from .operations import Operation
+from .operations import OPERATIONS, Operation
 from .pacer import REQUEST_SECONDS, Pacer, Receipt
 from .text import excerpt, redact
 
@@ -205,7 +206,11 @@ class ApiTransport:
             return None
         queued = time.monotonic()
         with tracing.pacing_wait(send.buckets, send.bulk) as span:
-            receipt = await self.pacer.acquire(send.credentials.token_key, send.buckets, send.deadline, bulk=send.bulk)
+            try:
+                receipt = await self.pacer.acquire(send.credentials.token_key, send.buckets, send.deadline,
+                                                   bulk=send.bulk)
+            except RateLimitError as exc:
+                raise self._shared(exc) from None
             waited = time.monotonic() - queued
             tracing.paced(span, waited, receipt.shared is not None)
         if self.observer is not None:
@@ -299,14 +304,8 @@ class ApiTransport:
                 raise error_type(f"could not reach the service: {type(outcome.error).__name__}", operation=op.name)
             raise _lost_response_error(op, outcome.error)
         status = response.status_code
-        if outcome.kind is Kind.THROTTLED and outcome.clamped:
-            raise RateLimitError(_message(response, secret), status=status, retry_after=outcome.retry_after,
-                                 operation=op.name,
-                                 hint="The service asked for a longer wait than a call can hold (a quota, "
-                                      "perhaps); other tools still work. Call again after "
-                                      "retry_after_seconds, or tell the user.")
         if outcome.kind is Kind.THROTTLED:
-            raise _error_from_response(op, response, secret, retry_after=outcome.wait)
+            raise self._shared(self._throttled(send, outcome, response))
         if outcome.kind is Kind.REDIRECTED:
             raise _redirect_error(op, response, secret)
         if outcome.kind is Kind.SERVER_ERROR and not op.retry_safe:
@@ -315,6 +314,31 @@ class ApiTransport:
         if outcome.kind is not Kind.ANSWERED:
             raise _error_from_response(op, response, secret)
         return _read(op, response, model)
+
+    def _throttled(self, send: _Send, outcome: _Outcome, response: httpx2.Response) -> RateLimitError:
+        """The service's 429, answered: what it refused and the wait it asked for, under which limit (the service does
+        not say which, where the operation counts against several), and that what counts against it waits too."""
+        op, asked, limits = send.op, outcome.retry_after, tuple(send.buckets)
+        wanted = "without saying how long to wait" if asked is None else f"and asked to wait {asked:.0f} s"
+        named = named_limits(self.settings.rate_limits, limits)
+        which = (f"It refused under its limit {named}, and refuses every request counted against that limit" if
+                 len(limits) == 1 else f"{op.name} counts against {named}; the service does not say which it "
+                                       "refused, and refuses every request counted against that one")
+        why = ("longer than a call can wait: a quota, perhaps" if outcome.clamped else
+               f"refused again after {send.rate_limit_retries} waits" if send.rate_limit_retries else
+               "longer than this call had left")
+        return RateLimitError(
+            f"the service refused {op.name} (429) {wanted}: {_message(response, send.credentials.token)}",
+            status=response.status_code, operation=op.name, limits=limits,
+            retry_after=outcome.retry_after if outcome.clamped else outcome.wait,
+            hint=f"{which} until then ({why}). Call again after retry_after_seconds, or tell the user.")
+
+    def _shared(self, error: RateLimitError) -> RateLimitError:
+        """`error` with the operations that count against each of its limits, as this server charges them."""
+        error.shared_by = {bucket: frozenset(name for name, op in OPERATIONS.items()
+                                             if bucket in self.settings.bucket_map.get(name, op.buckets))
+                           for bucket in error.limits}
+        return error
 
     async def _settled(self, receipt: Receipt | None, status: int | None) -> None:
         """Tell the pacer how a charged send ended: an answer means the service has stamped it by now."""
@@ -455,8 +479,7 @@ def _route_missing(response: httpx2.Response) -> bool:
     return "message" not in body and str(body.get("detail", "")).strip().lower() == "not found"
 
 
-def _error_from_response(op: Operation, response: httpx2.Response, secret: str, *,
-                         retry_after: float | None = None) -> ApiError:
+def _error_from_response(op: Operation, response: httpx2.Response, secret: str) -> ApiError:
     status = response.status_code
     error_type = error_class_for_status(status)
     details = None
@@ -467,8 +490,7 @@ def _error_from_response(op: Operation, response: httpx2.Response, secret: str, 
             details = [{"loc": redact(item.get("loc"), secret), "msg": excerpt(str(item.get("msg", "")), secret),
                         "type": item.get("type")} if isinstance(item, dict) else excerpt(str(item), secret)
                        for item in items[:MAX_DETAILS]]
-    return error_type(_message(response, secret), status=status, details=details, retry_after=retry_after,
-                      operation=op.name)
+    return error_type(_message(response, secret), status=status, details=details, operation=op.name)
 
 
 def _read(op: Operation, response: httpx2.Response, model: Any) -> Any:

@@ -18,7 +18,7 @@ from mcp import MCPError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from ..api.errors import ApiError, InvalidRequestError, NotFoundError
+from ..api.errors import ApiError, InvalidRequestError, NotFoundError, RateLimitError
 from ..api.text import visible, visible_tree
 
 
@@ -77,15 +77,36 @@ def protocol_error(error: ApiError) -> MCPError:
 def _body(error: ApiError, fit: Callable[[str], str] | None) -> dict[str, Any]:
     if isinstance(error, NotFoundError) and error.hint == NotFoundError.default_hint:
         error.hint = NOT_FOUND_HINTS.get(error.operation or "", NOT_FOUND_HINT)
+    hint = error.hint
+    if isinstance(error, RateLimitError) and error.shared_by:
+        hint = f"{hint} {sharing(error.shared_by)}"
     if fit is not None:
-        error.hint = fit(error.hint) or type(error).default_hint
+        hint = fit(hint) or type(error).default_hint
     body: dict[str, Any] = {"kind": error.kind, "status": error.status, "message": error.message}
     if error.retry_after is not None:
         body["retry_after_seconds"] = math.ceil(error.retry_after * 10) / 10
     if error.details is not None:
         body["details"] = error.details
-    body["hint"] = error.hint
+    body["hint"] = hint
     return visible_tree(body)
+
+
+def sharing(shared_by: dict[str, frozenset[str]]) -> str:
+    """Which tools count against each limit (`RateLimitError.shared_by`: its operations): the other tools a refusal
+    holds back too. Every tool counts against `standard`."""
+    from .registry import all_tools  # loaded at the first refusal: the registry imports every toolset, this among them
+
+    tools = all_tools()
+    said = []
+    for limit, operations in shared_by.items():
+        counted = [spec.name for spec in tools if operations & set(spec.operations)]
+        if len(counted) == len(tools):
+            said.append(f"Every tool counts against {limit}.")
+        elif len(counted) == 1:
+            said.append(f"{counted[0]} alone counts against {limit}.")
+        elif counted:
+            said.append(f"{', '.join(counted[:-1])} and {counted[-1]} count against {limit}.")
+    return " ".join(said)
 
 
 def argument_error(tool: str, exc: ValidationError) -> ApiError:
