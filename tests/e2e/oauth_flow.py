@@ -164,10 +164,11 @@ class RawFlow:
     def revoke(self, token: str, client_id: str) -> httpx2.Response:
         return self.http.post(f"{self.origin}/revoke", data={"token": token, "client_id": client_id})
 
-    def mcp_status(self, access_token: str, origin: str | None = None) -> httpx2.Response:
-        """A modern-era tools/list with the token."""
+    def mcp_status(self, access_token: str, origin: str | None = None, **headers: str) -> httpx2.Response:
+        """A modern-era tools/list with the token (and `headers`, `x_organization_id` for X-Organization-Id)."""
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
         return self.http.post(f"{origin or self.origin}/mcp", json=call, headers={
             "authorization": f"Bearer {access_token}", "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"})
+            "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list",
+            **{name.replace("_", "-"): value for name, value in headers.items()}})

@@ -126,6 +126,42 @@ def test_a_token_that_sees_several_organisations_is_asked_which(server: HttpServ
     assert flow.mcp_status(tokens["access_token"]).status_code == 200
 
 
+def test_an_organisation_named_beside_a_sign_in_is_refused_as_beside_a_token(server: HttpServer) -> None:
+    """Issue 47: under a sign-in, X-Organization-Id naming another organisation was ignored (the sign-in's stood in
+    for it); docs/remote.md promises the refusal a token gets. Carol signs in choosing organisation 2."""
+    flow = RawFlow(server.origin)
+    client_id = flow.register()
+    verifier, challenge = pkce()
+    asked = flow.approve(flow.consent_page(client_id, challenge), CAROL)
+    chosen = flow.http.post(f"{server.origin}/authorize",
+                            data={**hidden_fields(asked.text), "organization": "2", "action": "approve"})
+    token = flow.exchange(client_id, query_of(chosen.headers["location"])["code"], verifier).json()["access_token"]
+    other = flow.mcp_status(token, x_organization_id="1")  # Carol's, but not the sign-in's
+    stranger = flow.mcp_status(token, x_organization_id="7")
+    assert flow.mcp_status(token, x_organization_id="2").status_code == 200  # the sign-in's own: as without it
+    assert other.status_code == stranger.status_code == 403
+    said = other.json()["error"]["data"]
+    assert said["message"] == "this sign-in acts in organisation 2, not in organisation 1 (X-Organization-Id)"
+    assert said["hint"] == ("Leave X-Organization-Id out to act in organisation 2, or sign in again and choose "
+                            "organisation 1.")
+    assert "not in organisation 7" in stranger.json()["error"]["message"]
+
+
+def test_with_a_list_an_organisation_named_beside_a_sign_in_gets_the_tokens_refusal(sandbox: SandboxServer) -> None:
+    """As docs/remote.md says: the refusal names the organisation and the reason, and the hint how to sign in."""
+    listed = oauth_server(sandbox, AGENT_AUTOMATION_ALLOWED_ORGS="1")
+    try:
+        flow = RawFlow(listed.origin)
+        token = flow.tokens(flow.register(), CAROL)["access_token"]  # Carol sees 1 and 2: only 1 is served
+        refused = flow.mcp_status(token, x_organization_id="2")
+        assert flow.mcp_status(token, x_organization_id="1").status_code == 200
+    finally:
+        listed.stop()
+    said = refused.json()["error"]["data"]
+    assert refused.status_code == 403 and said["message"] == "this server does not serve organisation 2"
+    assert said["hint"] == "Sign in again and choose organisation 1: this token's organisations this server serves."
+
+
 def test_a_refused_token_shows_the_page_again_and_deny_goes_back_with_access_denied(flow: RawFlow) -> None:
     client_id = flow.register()
     page = flow.consent_page(client_id, pkce()[1])

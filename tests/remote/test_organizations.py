@@ -12,6 +12,7 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.remote.organizations import (
     UNDECIDED_RETRY_SECONDS,
     AllowedOrganizations,
+    named_beside_sign_in,
     served_organization,
 )
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -67,6 +68,20 @@ def test_a_sign_ins_organisation_no_longer_served_is_told_to_sign_in_again() -> 
     error = refusal[1]["error"]["data"]
     assert error["message"] == "this server does not serve organisation 2"
     assert error["hint"] == "Sign in again and choose organisation 1: this token's organisations this server serves."
+
+
+def test_an_organisation_named_beside_a_sign_in_is_refused_unless_it_is_the_sign_ins() -> None:
+    """The sign-in's organisation (2) stands in for the header; naming another is refused, as for a token."""
+    everyone, listed = AllowedOrganizations.of(()), AllowedOrganizations.of((1, 2))
+    assert named_beside_sign_in(None, 2, None, everyone) is None and named_beside_sign_in(2, 2, (1, 2), listed) is None
+    assert named_beside_sign_in(5, 2, (), listed) is None  # the token sees none served: refused for that, later
+    elsewhere = named_beside_sign_in(1, 2, None, everyone)
+    not_served = named_beside_sign_in(3, 2, (1, 2), listed)
+    assert elsewhere is not None and not_served is not None and elsewhere[0] == not_served[0] == 403
+    assert elsewhere[1]["error"]["data"]["message"] == ("this sign-in acts in organisation 2, not in organisation 1 "
+                                                        "(X-Organization-Id)")
+    assert not_served[1]["error"]["data"]["message"] == "this server does not serve organisation 3"
+    assert not_served[1]["error"]["data"]["hint"].startswith("Sign in again and choose one of 1, 2")
 
 
 @pytest.mark.anyio

@@ -94,6 +94,23 @@ class AllowedOrganizations:
         return f"{why} {named}", instead
 
 
+def named_beside_sign_in(named: int | None, chosen: int | None, served: tuple[int, ...] | None,
+                         organizations: AllowedOrganizations) -> Refused | None:
+    """A sign-in acts in the organisation chosen on the consent page (`chosen`), which stands in for the client's
+    `X-Organization-Id` (`named`); a header naming another is refused as a token's would be (403, `org_not_allowed`),
+    never served in the sign-in's organisation unsaid: one the server does not serve or the token is not in, for that
+    reason; any other, told that this sign-in acts elsewhere and how to act there."""
+    if named is None or named == chosen or (served is not None and not served):  # none served: refused for that
+        return None
+    note_reason(ORG_NOT_ALLOWED)
+    if served is not None and named not in served:
+        return refusal(403, *organizations.named_refusal(named, served, signed_in=True))
+    where = f"organisation {chosen}" if chosen is not None else "the organisation chosen when signing in"
+    return refusal(403, f"this sign-in acts in {where}, not in organisation {named} (X-Organization-Id)",
+                   f"Leave X-Organization-Id out to act in {where}, or sign in again and choose organisation "
+                   f"{named}.")
+
+
 def served_organization(scope: Scope, headers: Mapping[str, str], served: tuple[int, ...] | None,
                         organizations: AllowedOrganizations, *, signed_in: bool = False) -> Refused | None:
     """With an allowed list (`served`: the listed organisations the token sees; None without a list, or when the

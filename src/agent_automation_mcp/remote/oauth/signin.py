@@ -2,7 +2,8 @@
 
 `SignIn` holds the store, the keys, the clients and the grants; it gives the app its routes and the gate its
 one check of our access tokens (`admit`): a token of ours stands for a grant, and the request goes on as if it
-carried the grant's service token and organisation, so everything after the gate is the `--auth request` path.
+carried the grant's service token and organisation, so everything after the gate is the `--auth request` path (a
+client's `X-Organization-Id` naming another organisation is refused, as it would be beside a token).
 Tokens and client ids are sealed with `AGENT_AUTOMATION_STATE_KEYS`, the service token inside a grant encrypted
 with `AGENT_AUTOMATION_OAUTH_KEYS` too: a sign-in needs both key sets, and no longer Redis (`grants.py`).
 """
@@ -20,10 +21,10 @@ from starlette.types import Scope
 from ...api.transport import ApiTransport
 from ...caching import SharedStore
 from ...config import ADDRESSES_PER_NETWORK, RemoteSettings
-from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER, header_dict
+from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER, header_dict, organization_id
 from ..budgets import Budget
 from ..metrics import Metrics
-from ..organizations import served_organization
+from ..organizations import named_beside_sign_in, served_organization
 from ..refusals import Refused, refusal
 from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
@@ -108,6 +109,9 @@ class SignIn:
                 await self.grants.end(signed_in.grant.id)
             return _refusal(401, "the service no longer accepts the token this sign-in was made with",
                             self.challenge)
+        named = organization_id(header_dict(scope["headers"]))  # the client's own, before the grant's stands in
+        if refused := named_beside_sign_in(named, signed_in.grant.org_id, verdict.served, verdicts.organizations):
+            return refused
         read_only = is_read_only(signed_in.grant.scopes)
         scope["headers"] = _as_caller(scope["headers"], signed_in, read_only=read_only)
         if read_only:  # so the gate refuses a call of a tool that writes (`usable`) before it runs
