@@ -1,4 +1,4 @@
-"""Requests a user types, answered only from what the server tells a model, run against the sandbox (issues 19, 33).
+"""Requests a user types, answered only from what the server tells a model, run against the sandbox (issues 19, 33, 47).
 
     .venv/bin/python benchmarks/first_try.py [--before SRC] [--write docs/benchmarks.md]
 
@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -51,9 +52,16 @@ class Model:
         self.client = client
         self.calls = 0
         self.tools: dict[str, Any] = {}
+        self.instructions = ""
 
     async def load(self) -> None:
         self.tools = {t.name: t for t in (await self.client.list_tools()).tools}
+        self.instructions = " ".join((self.client.instructions or "").split())
+
+    def cannot(self, verb: str, target: str) -> str | None:
+        """The instructions' sentence saying the service cannot `verb` a `target`, if any: what a model reads first."""
+        return next((part for part in self.instructions.split(". ") if "cannot" in part
+                     and verb in part.split(":")[0] and target in part.split(":")[0]), None)
 
     def says(self, tool: str) -> str:
         return " ".join((self.tools[tool].description or "").split())
@@ -312,17 +320,18 @@ Row = tuple[str, bool, str]
 
 
 @contextmanager
-def http_server(sandbox: SandboxServer) -> Iterator[str]:
-    """`agent-automation-mcp serve --transport http --auth request` of the measured tree (PYTHONPATH, as `--before`
-    sets it), serving organisations 1 and 3; its `/mcp` URL."""
+def http_server(sandbox: SandboxServer, auth: str = "request") -> Iterator[str]:
+    """`agent-automation-mcp serve --transport http --auth request` (or `oauth`) of the measured tree (PYTHONPATH, as
+    `--before` sets it), serving organisations 1 and 3; its `/mcp` URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    signing_in = ("--public-url", f"http://127.0.0.1:{port}") if auth == "oauth" else ()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_AUTOMATION_", "CODEGEN_"))} | {
         "AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": LIMITS,
         "AGENT_AUTOMATION_TOOLSETS": "all", "AGENT_AUTOMATION_ALLOWED_ORGS": SERVED}
     process = subprocess.Popen([sys.executable, "-m", "agent_automation_mcp", "serve", "--transport", "http",
-                                "--host", "127.0.0.1", "--port", str(port), "--auth", "request"], env=env,
+                                "--host", "127.0.0.1", "--port", str(port), "--auth", auth, *signing_in], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
@@ -468,7 +477,129 @@ async def context_requests() -> list[Row]:
         with http_server(sandbox) as url:
             rows += [*await read_only_start(url), await narrowed_to_runs(url), organisation_not_served(url),
                      await cancel_a_task(url)]
+        after = await sign_in_rows(sandbox)
+    return rows + after
+
+
+# -- Issue 47: what users ask after a run (what the service cannot do, values, times, a failure, limits, sign-ins) --
+
+# What people ask that the service cannot do: the request, the verb and target the instructions would name, and the
+# closest thing a right answer offers.
+CANNOT: tuple[tuple[str, str, str, str], ...] = (
+    ("Approve the pull request of run 402", "approve", "pull request", "GitHub"),
+    ("Comment \"LGTM\" on PR sandbox-org/web-app#1", "comment on", "pull request", "GitHub"),
+    ("Request a review from Bob on the pull request of run 402", "request reviewers", "pull request", "GitHub"),
+    ("Re-run the failed CI checks on the pull request of run 402", "re-run the checks", "pull request", "GitHub"),
+    ("Delete run 405", "delete", "agent run", "listed"),
+    ("Change the prompt of run 405 to use Postgres", "change the prompt", "agent run", "resume_agent_run"),
+)
+
+
+async def cannot_rows(model: Model) -> list[Row]:
+    """Merging, and other actions the service lacks: right is telling the user so and the closest thing (from the
+    instructions, or a refusal naming it), never doing the nearest thing it can (closing is not merging)."""
+    run, _, _ = await model.call("get_agent_run", agent_run_id=407)
+    pr = run["pull_requests"][0]
+    if said := model.cannot("merge", "pull request"):
+        merge = True, f"told the user the service cannot merge a pull request; merge it in GitHub at {pr['url']}"
+    else:
+        merge = await _merged_by_state(model, {"pr_id": pr["pr_id"]})
+    rows = [("Merge the pull request that run 407 opened", *merge),
+            ("Set PR #2 of repository 202 to merged", *await _merged_by_state(model, {"repo_id": 202, "number":
+                                                                                    pr["number"]}))]
+    for request, verb, target, closest in CANNOT:
+        said = model.cannot(verb, target)
+        instead = next((part for part in (said or "").split(": ", 1)[-1].split("; ") if closest in part), None)
+        rows.append((request, instead is not None, f"told the user it cannot be done, and: {instead}" if instead
+                     else "nothing says the service cannot: the model guesses"))
+    try:  # a model that guesses a tool by the user's words
+        await model.client.call_tool("cancel_agent_run", {"agent_run_id": 405})
+        told = "the call ran"
+    except MCPError as exc:
+        told = str(exc)
+    rows.append(("Cancel run 405 (the model calls cancel_agent_run, which no server has)",
+                 "cannot" in told and "ban_checks" in told, told))
     return rows
+
+
+async def _merged_by_state(model: Model, pull_request: dict[str, Any]) -> tuple[bool, str]:
+    """The model passes the user's word as the state; told why not, it tells the user, else it tries the nearest."""
+    data, text, err = await model.call("edit_pull_request", state="merged", **pull_request)
+    error = data.get("error", {})
+    if err and "GitHub" in error.get("hint", ""):
+        return True, f"{error['message'][len('edit_pull_request: '):]}; {error['hint'][:60]}…"
+    data, text, err = await model.call("edit_pull_request", state="closed", **pull_request)
+    return False, f"told \"{error.get('hint')}\", tried closed: {text}"
+
+
+async def values_and_times(model: Model) -> list[Row]:
+    await model.call("update_check_suite_settings", repo_id=201, check_retry_counts={"unit-tests": 1})
+    _, text, _ = await model.call("update_check_suite_settings", repo_id=201,
+                                  check_retry_counts={"build": 3, "unit-tests": 2})
+    settings = ("Retry build 3 times and unit-tests 2 on web-app; what changed?",
+                re.search(r"build\D{0,3}3\b", text) is not None and "1 → 2" in text, text)
+    result = await model.client.call_tool("list_agent_runs", {"limit": 100})
+    lines = result.content[1].text.split("\n")
+    legend = next(line for line in lines if line.startswith("runs, one a line"))
+    short = {word for line in lines for word in line.split()[2:3] if re.fullmatch(r":\d\d|\d\d:\d\d:\d\d", word)}
+    forms = {":SS" if word.startswith(":") else "HH:MM:SS" for word in short}
+    unexplained = sorted(form for form in forms if form not in legend)
+    times = ("When was each of my runs created? (read from the list)", bool(forms) and not unexplained,
+             f"the legend explains {', '.join(sorted(forms))}" if not unexplained else
+             f"times written {', '.join(unexplained)}, which the legend does not explain: the model guesses the date")
+    prompt = (await model.client.get_prompt("explain_run_failure", {"agent_run_id": "404"})).messages[0]
+    plan = " ".join(prompt.content.text.split())  # type: ignore[union-attr]
+    digest = "digest true" in plan
+    unreported = "does not report a run's repository" in plan
+    explain = ("/explain_run_failure 404", digest and unreported,
+               f"{'reads the digest' if digest else 'reads the trace page by page'}; "
+               f"{'says' if unreported else 'does not say'} the run's repository may be unreported")
+    return [settings, times, explain]
+
+
+async def throttled_rows() -> list[Row]:
+    """A 429 asking 150 s on a tool counted against standard, then another tool: what each answer says."""
+    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
+    async with SandboxServer(config) as sandbox:
+        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
+                          rate_limits=parse_rate_limits(LIMITS))
+        httpx2.put(f"{sandbox.url}/_sandbox/faults", json={"throttle_rate": 1.0, "throttle_retry_after": 150,
+                                                           "operations": ["list_agent_runs"]}).raise_for_status()
+        async with Client(build_server(api, ServerSettings(toolsets=ALL))) as client:
+            model = Model(client)
+            first, _, _ = await model.call("list_agent_runs")
+            second, _, _ = await model.call("get_agent_run", agent_run_id=401)
+    refused, held = first.get("error", {}), second.get("error", {})
+    said = f"{refused.get('message')} {refused.get('hint')}"
+    right = "150 s" in said and "standard" in said and "Every tool" in said and "still work" not in said
+    wait = held.get("retry_after_seconds") or 0
+    again = f"{held.get('message')} (retry after {wait} s)"
+    return [("List my runs (the service answers 429, asking 150 s)", right, said[said.find("asked"):]),
+            ("Then show me run 401", "the service refused" in again and "150 s" in again and wait > 120, again)]
+
+
+async def sign_in_rows(sandbox: SandboxServer) -> list[Row]:
+    """Over HTTP with sign-ins: an organisation named beside a sign-in; a read-only sign-in calling a write."""
+    sys.path.append(str(Path(__file__).parents[1] / "tests" / "e2e"))
+    from oauth_flow import RawFlow, pkce, query_of  # the consent page as a browser posts it
+
+    with http_server(sandbox, auth="oauth") as url:
+        flow = RawFlow(url.removesuffix("/mcp"))
+        token = flow.tokens(flow.register(), DEMO_TOKEN)["access_token"]  # served: organisation 1 only
+        other = flow.mcp_status(token, x_organization_id="2")
+        client_id = flow.register()
+        verifier, challenge = pkce()
+        answer = flow.approve(flow.consent_page(client_id, challenge), SOLO, access="read")
+        reader = flow.exchange(client_id, query_of(answer.headers["location"])["code"], verifier).json()
+        status, body = rpc(url, "tools/call", {"name": "create_agent_run", "arguments": {"prompt": "x"}},
+                           authorization=f"Bearer {reader['access_token']}")
+    error = other.json().get("error", {}) if other.status_code != 200 else {}
+    named = ("Use organisation 2 (signed in; a deployment serving 1 and 3)",
+             other.status_code == 403 and "organisation 2" in str(error.get("message")),
+             str(error.get("message")) if error else "served in the sign-in's organisation 1: the header is ignored")
+    message = str(body.get("error", {}).get("message"))
+    return [named, ("Start a run (a read-only sign-in)", status == 403 and message.startswith("create_agent_run "),
+                    message)]
 
 
 async def measure() -> list[tuple[str, bool, str]]:
@@ -484,8 +615,10 @@ async def measure() -> list[tuple[str, bool, str]]:
             await model.call("set_webhook", url="https://hooks.example.com/0", secret="first")
             rows = await requests(model, started)
             rows += await faithful(model, sandbox.url)
+            after_a_run = await cannot_rows(model) + await values_and_times(model)
         rows.insert(12, await off_toolset(api))
     rows += await context_requests()
+    rows += after_a_run + await throttled_rows()
     return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
 
 
@@ -499,7 +632,9 @@ def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str
              "effect the service did not report (where the tools list says the service cannot tell, saying so is "
              "right; where it says nothing, a guess is wrong even when it happens to be true). Requests 21 on are "
              "issue 33's: what the service sends reaches the answer, what it never reports is said, and (over HTTP "
-             "too) what a connection is told.", "",
+             "too) what a connection is told. Requests 44 on are issue 47's, the questions after a run: what the "
+             "service cannot do (merging first), a change's values, a list's times, a failure explained, a 429's "
+             "answers, and sign-ins over HTTP.", "",
              f"| # | request | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}"]
     for index, request in enumerate(row[0] for row in columns[names[-1]]):
         cells = [f"{'right' if rows[index][1] else '**wrong**'}: {rows[index][2].replace('|', '/')}"

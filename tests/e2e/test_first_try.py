@@ -1,4 +1,4 @@
-"""Issue 19: a request a user types gets a true answer on the first try.
+"""Issues 19 and 47: a request a user types gets a true answer on the first try.
 
 The real command over stdio, the SDK's client, the sandbox over loopback: what a write reports is what the service
 said it did, status filters take the words people use, results carry the facts people ask for, descriptions steer a
@@ -7,12 +7,13 @@ model right, and the default `tools/list` fits 4,000 tokens.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from harness import RATE_LIMITS, error_of, sandbox_env, stdio_server
-from mcp import Client
+from mcp import Client, MCPError
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -208,3 +209,59 @@ async def test_default_server_names_its_off_toolsets_and_fits_the_budget(sandbox
     names = {tool["name"]: tool["outputSchema"] for tool in listed}
     # The outline still says where a pull request's pr_id is.
     assert "pr_id" in names["get_agent_run"]["properties"]["pull_requests"]["items"]["properties"]
+
+
+# -- 5. What users ask after a run (issue 47), as benchmarks/first_try.py's model reads it --------------------------
+
+def _cannot(instructions: str, verb: str, target: str) -> str:
+    """The instructions' sentence on what the service cannot do to `target`, naming `verb` (first_try's reading)."""
+    return next(part for part in " ".join(instructions.split()).split(". ")
+                if "cannot" in part and verb in part.split(":")[0] and target in part.split(":")[0])
+
+
+@pytest.mark.anyio
+async def test_the_instructions_say_what_the_service_cannot_do_and_the_closest_thing(client: Client) -> None:
+    told = client.instructions or ""
+    for verb in ("merge", "approve", "comment on", "request reviewers", "re-run the checks"):
+        assert "the user does that in GitHub at the pull request's url" in _cannot(told, verb, "pull request"), verb
+    assert "every run stays listed" in _cannot(told, "delete", "agent run")
+    assert "resume_agent_run sends the run a follow-up instruction" in _cannot(told, "change the prompt", "agent run")
+
+
+@pytest.mark.anyio
+async def test_merging_is_refused_with_where_to_merge_and_nothing_is_closed(client: Client,
+                                                                           sandbox: SandboxServer) -> None:
+    before = len(sandbox.request_log)
+    result = await client.call_tool("edit_pull_request", {"repo_id": 202, "number": 2, "state": "merged"})
+    error = error_of(result)
+    assert 'asked "merged": the service cannot merge a pull request' in error["message"]
+    assert "GitHub" in error["hint"] and "closed is not merged" in error["hint"]
+    assert sandbox.request_log[before:] == []  # refused before any request: nothing closed
+    try:
+        await client.call_tool("cancel_agent_run", {"agent_run_id": RUN_WITHOUT_PR})
+    except MCPError as exc:
+        guessed = str(exc)
+    assert "No tool can stop an agent run: the service cannot" in guessed and "ban_checks" in guessed
+
+
+@pytest.mark.anyio
+async def test_a_map_change_says_its_values_and_a_list_explains_its_short_times(client: Client) -> None:
+    await _call(client, "update_check_suite_settings", {"repo_id": REPO_ID, "check_retry_counts": {"unit-tests": 1}})
+    _, summary = await _call(client, "update_check_suite_settings",
+                             {"repo_id": REPO_ID, "check_retry_counts": {"build": 3, "unit-tests": 2}})
+    assert "added build: 3" in summary and "changed unit-tests: 1 → 2" in summary
+    listed = await client.call_tool("list_agent_runs", {"limit": 100})
+    lines = listed.content[1].text.split("\n")
+    legend = next(line for line in lines if line.startswith("runs, one a line"))
+    assert any(re.fullmatch(r":\d\d|\d\d:\d\d:\d\d", line.split()[2]) for line in lines[lines.index(legend) + 1:])
+    assert "HH:MM:SS on the day of the time written before it, :SS in its minute" in legend
+
+
+@pytest.mark.anyio
+async def test_explain_run_failure_starts_from_the_digest_and_says_when_the_repository_is_unknown(
+        client: Client) -> None:
+    prompt = (await client.get_prompt("explain_run_failure", {"agent_run_id": str(ERROR_RUN)})).messages[0]
+    plan = " ".join(prompt.content.text.split())  # type: ignore[union-attr]
+    assert f"agent_run_id {ERROR_RUN} and digest true" in plan and "does not report a run's repository" in plan
+    digest, summary = await _call(client, "get_agent_run_logs", {"agent_run_id": ERROR_RUN, "digest": True})
+    assert digest["digest"] is not None and summary.startswith(f"Digest of run {ERROR_RUN}")
