@@ -64,7 +64,7 @@ def _case(name: str, toolset: str, effect: Effect = "reads", sends: tuple[str, .
 
 CASES: Final[tuple[ToolCase, ...]] = (
     _case("create_agent_run", "runs", "writes", prompt="x", repo_id=REPO_ID),
-    _case("get_agent_run", "runs", agent_run_id=RUN_WITH_PR),
+    _case("get_agent_run", "runs", sends=("list_agent_runs",), agent_run_id=RUN_WITH_PR),  # read among the newest
     _case("list_agent_runs", "runs"),
     _case("resume_agent_run", "runs", "writes", agent_run_id=RUN_WITH_PR, prompt="x"),
     _case("get_agent_run_logs", "logs", agent_run_id=LONG_RUN),

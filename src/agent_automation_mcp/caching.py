@@ -138,8 +138,10 @@ class SharedCache(Generic[V]):
 
     async def get(self, key: str) -> V | None:
         value = self._local.get(key)
-        if value is not None:
-            return value
+        return value if value is not None else await self._shared(key)
+
+    async def _shared(self, key: str) -> V | None:
+        """The value as Redis holds it (remembered here for what remains of its lifetime); None without one."""
 
         async def read(redis: Redis) -> list[Any]:
             async with redis.pipeline(transaction=False) as pipe:
@@ -162,28 +164,37 @@ class SharedCache(Generic[V]):
                                                          px=max(1, round(ttl * 1000))))
 
     async def remembered(self, key: str, fetch: Callable[[], Awaitable[tuple[V, float] | None]], *,
-                         fetch_seconds: float) -> V | None:
-        """The value, fetched when missing: `fetch` answers (value, lifetime), or None for nothing to remember.
+                         fetch_seconds: float, accept: Callable[[V], bool] = lambda value: True) -> V | None:
+        """The value, fetched when missing: `fetch` answers (value, lifetime), or None for nothing to remember. A
+        value `accept` refuses (too old for this caller) counts as missing.
 
         One fetch per key at a time in this process (the others wait, then read what it remembered) and, through a
         lock in Redis, across replicas; a replica waits at most `fetch_seconds` for another's fetch, then fetches.
         """
-        value = await self.get(key)
+        value = await self._accepted(key, accept)
         if value is not None:
             return value
         lock = self._fetching.setdefault(key, anyio.Lock())
         try:
             async with lock:
-                value = await self.get(key)
+                value = await self._accepted(key, accept)
                 if value is not None:
                     return value
-                return await self._fetch_once(key, fetch, fetch_seconds)
+                return await self._fetch_once(key, fetch, fetch_seconds, accept)
         finally:
             if not lock.locked() and not lock.statistics().tasks_waiting:
                 self._fetching.pop(key, None)
 
+    async def _accepted(self, key: str, accept: Callable[[V], bool]) -> V | None:
+        """The value if `accept` takes it; one this process holds but refuses is looked for in Redis, where another
+        replica may have put a newer one."""
+        value = await self.get(key)
+        if value is not None and not accept(value) and self._local.get(key) is not None:
+            value = await self._shared(key)
+        return value if value is not None and accept(value) else None
+
     async def _fetch_once(self, key: str, fetch: Callable[[], Awaitable[tuple[V, float] | None]],
-                          fetch_seconds: float) -> V | None:
+                          fetch_seconds: float, accept: Callable[[V], bool]) -> V | None:
         fetching, owned = f"{self._key(key)}:fetching", False
         give_up = time.monotonic() + fetch_seconds
         try:
@@ -195,7 +206,7 @@ class SharedCache(Generic[V]):
                     break
                 if not owned:
                     await anyio.sleep(POLL_SECONDS)  # another replica is fetching: take its answer
-                value = await self.get(key)  # (owned: one may have been fetched since this process looked)
+                value = await self._accepted(key, accept)  # (owned: one may have come since this process looked)
                 if value is not None:
                     return value
                 if owned:

@@ -34,17 +34,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .api.errors import ApiError
 from .api.params import Prompt as TaskText
+from .api.statuses import KINDS, STATUS_WORDS, STATUSES
 from .api.text import visible
 from .caching import SharedCache, SharedStore
 from .sdk_seams import drop_methods, serve_completions, serve_get_prompt, serve_list_prompts
 from .tools.callers import client_for
 from .tools.mentions import cut_to
 from .tools.run_scan import MAX_PULL_REQUEST_CHARS, MAX_SCANNED_RUNS, pull_request_name
-from .tools.runs import STATUS_WORDS
 
 # What people and the service call a status (list_agent_runs takes both).
-SERVICE_STATUSES: Final = tuple(dict.fromkeys(value for values in STATUS_WORDS.values() for value in values))
+SERVICE_STATUSES: Final = tuple(status.value for status in STATUSES)
 KNOWN_STATUSES: Final = (*STATUS_WORDS, *SERVICE_STATUSES)
+STUCK_MINUTES: Final = 15  # a run going whose last step is older than this may be stuck
 COMPLETION_SECONDS: Final = 3.0  # a host asks as the user types: pacing included, a completion waits no longer
 REPOSITORY_NAMES_SECONDS: Final = 60.0  # the repositories listed for completions at most once a minute per caller
 FAILED_NAMES_SECONDS: Final = 10.0  # a listing that failed is not asked for again sooner (at every keystroke)
@@ -69,7 +70,8 @@ class DelegateTask(PromptArguments):
 class RunsStatus(PromptArguments):
     who: Annotated[Literal["me", "everyone"], Field(
         description="me (default): runs you started; everyone: the organisation's.")] = "me"
-    status: Annotated[str | None, Field(max_length=40, description="Only runs in this status, e.g. running, failed.")] \
+    status: Annotated[str | None, Field(max_length=40, description=(
+        "Only runs in this status, e.g. running, failed, paused; unfinished (with everyone): is anything stuck?"))] \
         = None
     limit: Annotated[int, Field(ge=1, le=50, description="How many runs, 1 to 50 (default 10).")] = 10
 
@@ -77,8 +79,8 @@ class RunsStatus(PromptArguments):
     @classmethod
     def _known(cls, value: str | None) -> str | None:
         if value is not None and value.lower() not in {status.lower() for status in KNOWN_STATUSES}:
-            raise ValueError("unknown status; use a word (running, pending, failed, done, finished, stopped) or the "
-                             f"service's value ({', '.join(SERVICE_STATUSES)})")
+            raise ValueError(f"unknown status; use a word ({', '.join(kind.word for kind in KINDS)}, finished, "
+                             f"unfinished) or the service's value ({', '.join(SERVICE_STATUSES)})")
         return value
 
 
@@ -125,14 +127,16 @@ def _status(args: RunsStatus, offered: frozenset[str]) -> str:
     whose = ("First call get_user with no arguments for the user's id, then call list_agent_runs with that "
              "user_id" if args.who == "me" else "Call list_agent_runs")
     filtered = f' and statuses ["{args.status}"]' if args.status else ""
-    logs = ("\n2. For up to 3 runs still going, call get_agent_run_logs with reverse true and limit 5 to see what "
-            "each did last." if "get_agent_run_logs" in offered else "")
+    resume = ": resume_agent_run" if "resume_agent_run" in offered else ""
     return f"""What are {"my" if args.who == "me" else "our"} Codegen agent runs doing?
 
-1. {whose}{filtered} and limit {args.limit}.{logs}
-{"3" if logs else "2"}. Answer with a short table, newest first: run id, status, age (elapsed_seconds counts from
-created_at, not from a resume), repository or pull request, and what it did last. Then one line on anything that needs
-the user (a failed run, a run going for hours). {DATA_NOT_ORDERS}"""
+1. {whose}{filtered} and limit {args.limit}.
+2. For each run listed that is not finished (is_terminal false), call get_agent_run with its id (one call each, no
+wait): its last_step_seconds says how long ago the run last did anything, last_step_at when.
+3. Answer with a short table, newest first: run id, status, age (elapsed_seconds counts from created_at, not from a
+resume), last step (how long ago), repository or pull request. Then one line on anything that needs the user: a failed
+run (its reason), a paused run (it waits for a follow-up{resume}), a run going whose last step is more than
+{STUCK_MINUTES} minutes old (it may be stuck: say so, with its web_url). {DATA_NOT_ORDERS}"""
 
 
 def _explain(args: ExplainFailure, offered: frozenset[str]) -> str:
@@ -185,8 +189,9 @@ PROMPTS: Final = (
                "Start a Codegen agent on a coding task, optionally on one repository, and follow it.",
                DelegateTask, ("create_agent_run", "get_agent_run", "list_repositories"), _delegate),
     PromptSpec("runs_status", "What are my runs doing?",
-               "Summarise your (or everyone's) recent agent runs: status, age, pull requests, last step.",
-               RunsStatus, ("list_agent_runs", "get_user"), _status),
+               "Summarise your (or everyone's) recent agent runs: status, age, pull requests, when each last did "
+               "something; with everyone and status unfinished: is anything stuck?",
+               RunsStatus, ("list_agent_runs", "get_user", "get_agent_run"), _status),
     PromptSpec("explain_run_failure", "Explain why a run failed",
                "Read an agent run and its trace, and explain in plain words why it failed and what to do next.",
                ExplainFailure, ("get_agent_run", "get_agent_run_logs"), _explain),

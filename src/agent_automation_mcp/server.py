@@ -398,7 +398,7 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
     api = server.api_settings
     async with ApiTransport(api, create_pacer(api, store=server.shared), observer=server.observer) as transport:
         server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
-                                   organizations=OrganizationCache(server.shared))
+                                   organizations=OrganizationCache(server.shared), statuses=server.tasks.status)
         try:
             async with server.tasks.reads.relaying():  # the other replicas' run reads, for listen streams
                 yield server.state

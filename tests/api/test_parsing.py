@@ -8,7 +8,8 @@ import time
 import pytest
 
 from agent_automation_mcp.api import Credentials
-from agent_automation_mcp.api.models import AgentRun, Integrations, LogPage, Repository, User, is_terminal_status
+from agent_automation_mcp.api.models import AgentRun, Integrations, LogPage, Repository, User
+from agent_automation_mcp.api.statuses import is_finished
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.api.transport import parse_retry_after
 
@@ -17,13 +18,14 @@ from agent_automation_mcp.api.transport import parse_retry_after
     ("status", "terminal"),
     [("COMPLETE", True), ("completed", True), ("FAILED", True), ("ERROR", True), ("CANCELLED", True),
      ("STOPPED", True), ("ACTIVE", False), ("PENDING", False), ("RUNNING", False), ("paused", False),
-     ("SOMETHING_NEW", False), (None, False), (" Complete ", True)],
+     ("SOMETHING_NEW", False), (None, False), (" Complete ", True), ("TIMEOUT", True), ("max_iterations_reached", True),
+     ("OUT_OF_TOKENS", True), ("EVALUATION", False), ("PAUSED", False)],
 )
 def test_run_status_is_an_open_string_with_a_case_insensitive_terminal_flag(status: str | None,
                                                                              terminal: bool) -> None:
     run = AgentRun.model_validate({"id": 1, "organization_id": 2, "status": status})
     assert run.status == status
-    assert run.is_terminal is terminal is is_terminal_status(status)
+    assert run.is_terminal is terminal is is_finished(status)
     assert run.model_dump()["is_terminal"] is terminal
 
 

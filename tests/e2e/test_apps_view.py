@@ -26,7 +26,8 @@ import pytest
 from chromium import start_chromium
 from harness import HttpServer, sandbox_env
 
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.api.statuses import ending_reason
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer, ids
 from catalogue import REPO_ID
 
 HOST_DIR = Path(__file__).parent / "apps_host"
@@ -194,8 +195,9 @@ def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(
 
     # The service throttles the view's first refresh: the view keeps what it showed, says so, and tries again after
     # the server's retry_after_seconds (1 s here), but not sooner than its own pace (5 s with the test's limits).
-    httpx2.put(f"{sandbox.url}/_sandbox/faults", json={
-        "throttle_rate": 1.0, "throttle_retry_after": 1, "operations": ["get_agent_run"]}).raise_for_status()
+    httpx2.put(f"{sandbox.url}/_sandbox/faults", json={  # both ways a run's status is read
+        "throttle_rate": 1.0, "throttle_retry_after": 1,
+        "operations": ["get_agent_run", "list_agent_runs"]}).raise_for_status()
     try:
         throttled = view.wait_for("Could not refresh", 30)
     finally:
@@ -227,6 +229,36 @@ def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(
     # The view's own calls: reads of this run only, never a write (the follow-up is left for the person to send).
     assert record["calls"] and all(call == {"name": "get_agent_run", "arguments": {"agent_run_id": run_id}}
                                    for call in record["calls"])
+
+
+@pytest.mark.parametrize("ending", ["TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"])
+def test_a_run_that_ends_out_of_a_limit_is_shown_failed_with_why_and_no_longer_read(
+        host: HostSite, sandbox: SandboxServer, browser: Any, ending: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"status": "ACTIVE", "log_entries": 3,
+                                                            "goes_on": False}).json()
+    view = View(browser, host.page("get_agent_run", {"agent_run_id": run["id"]}))
+    running = view.text()
+    assert "Running" in running and "Last step" in running, running
+    httpx2.post(f"{sandbox.url}/_sandbox/runs/{run['id']}/end", json={"status": ending}).raise_for_status()
+    ended = view.wait_for("Why it ended", 40)  # its own refresh, through the host
+    frame = view.inside()
+    assert "status-failed" in frame.find_element(By.ID, "run-status").get_attribute("class")
+    assert "Failed" in ended and str(ending_reason(ending)).split(" (")[0] in ended
+    assert frame.execute_script("return state.poll === null && state.ticker === null")  # reads no more
+
+
+def test_a_paused_run_says_what_it_waits_for_and_is_not_read_again(host: HostSite, sandbox: SandboxServer,
+                                                                  browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    view = View(browser, host.page("get_agent_run", {"agent_run_id": ids.PAUSED_RUN_ID}))
+    shown = view.wait_for("Paused", 20)
+    frame = view.inside()
+    assert "status-paused" in frame.find_element(By.ID, "run-status").get_attribute("class")
+    assert "Waiting" in shown and "only when resumed" in shown and "press Refresh once it is resumed" in shown
+    assert frame.execute_script("return state.poll === null")
 
 
 def test_a_trace_is_a_timeline_and_markup_in_it_stays_text(host: HostSite, sandbox: SandboxServer, browser: Any,

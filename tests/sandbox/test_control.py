@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+
 import httpx2
+import pytest
 
 from agent_automation_mcp.sandbox import SandboxServer
 
@@ -36,7 +40,7 @@ def test_a_fixture_run_with_ten_thousand_entries_pages_to_a_short_end(sandbox: S
 def test_fixture_runs_validate_their_body(sandbox: SandboxServer) -> None:
     url = f"{sandbox.url}/_sandbox/runs"
     assert httpx2.post(url, json={"log_entries": -1}).status_code == 422
-    assert httpx2.post(url, json={"status": "PAUSED"}).status_code == 422
+    assert httpx2.post(url, json={"status": "SLEEPING"}).status_code == 422
     assert httpx2.post(url, json={"repo_id": 999}).status_code == 404
     assert httpx2.post(url, json={"pull_request_id": 999}).status_code == 404
     stopped = httpx2.post(url, json={"status": "STOPPED", "log_entries": 3, "repo_id": 202,
@@ -51,3 +55,35 @@ def test_state_and_info(sandbox: SandboxServer) -> None:
     info = httpx2.get(f"{sandbox.url}/_sandbox/info").json()
     assert info["org_id"] == sandbox.org_id and info["forbidden_org_id"] == sandbox.org_id + 1
     assert info["rate_limits"]["standard"] == "60/30s" and sandbox.token not in str(info)
+
+
+@pytest.mark.parametrize("status", ["TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS", "FAILED", "CANCELLED",
+                                    "COMPLETE", "PAUSED"])
+def test_a_run_ends_now_in_any_status_the_service_gives_or_pauses(sandbox: SandboxServer, status: str) -> None:
+    run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"status": "ACTIVE", "log_entries": 3}).json()
+    ended = httpx2.post(f"{sandbox.url}/_sandbox/runs/{run['id']}/end", json={"status": status}).json()
+    with client_for(sandbox) as api:
+        read = api.get(org_path(sandbox, f"/agent/run/{run['id']}")).json()
+    assert ended["status"] == read["status"] == status
+    if status == "PAUSED":  # waiting: nothing moves, nothing is said of how it ended
+        assert read["result"] is None
+    elif status in ("TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"):
+        assert read["result"].startswith("The agent run stopped, ") and status in read["summary"]
+
+
+def test_ending_a_run_refuses_what_is_no_end(sandbox: SandboxServer) -> None:
+    run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"status": "ACTIVE", "log_entries": 3}).json()
+    assert httpx2.post(f"{sandbox.url}/_sandbox/runs/{run['id']}/end", json={"status": "ACTIVE"}).status_code == 422
+    assert httpx2.post(f"{sandbox.url}/_sandbox/runs/999999/end", json={"status": "TIMEOUT"}).status_code == 404
+
+
+def test_a_stuck_fixture_stays_active_with_its_last_step_long_ago(sandbox: SandboxServer) -> None:
+    run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"status": "EVALUATION", "log_entries": 4,
+                                                            "idle_seconds": 1800, "goes_on": False}).json()
+    with client_for(sandbox) as api:
+        newest = api.get(org_path(sandbox, f"/agent/run/{run['id']}/logs"),
+                         params={"limit": 1, "reverse": "true"}).json()
+        read = api.get(org_path(sandbox, f"/agent/run/{run['id']}")).json()
+    stamp = newest["logs"][0]["created_at"].replace(" ", "T").removesuffix("Z")
+    idle = time.time() - datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp()
+    assert read["status"] == "EVALUATION" and 1790 < idle < 1900

@@ -60,12 +60,14 @@ async def test_a_wait_cut_short_by_failures_returns_the_last_status_seen() -> No
         results: list[Any] = []
 
         async def wait() -> None:
-            results.append(await client.call_tool("get_agent_run", {"agent_run_id": run["id"], "wait_seconds": 5}))
+            # Past one poll interval (5 s), when the status read at the start is read again.
+            results.append(await client.call_tool("get_agent_run", {"agent_run_id": run["id"], "wait_seconds": 12}))
 
         async with anyio.create_task_group() as group, httpx2.AsyncClient(base_url=sandbox.url) as control:
             group.start_soon(wait)
             await anyio.sleep(0.5)  # the first poll has answered; every later one fails
-            await control.put("/_sandbox/faults", json={"error_rate": 1.0, "operations": ["get_agent_run"]})
+            await control.put("/_sandbox/faults", json={"error_rate": 1.0,  # both ways a run's status is read
+                                                        "operations": ["get_agent_run", "list_agent_runs"]})
     (result,) = results
     assert not result.is_error and result.structured_content["status"] == run["status"]
     assert "server_error" in result.structured_content["note"] and "last status seen" in result.content[0].text
@@ -187,18 +189,19 @@ async def test_a_run_is_created_with_the_services_metadata_and_images() -> None:
 @pytest.mark.anyio
 async def test_runs_filtered_by_status_here_page_on_within_a_bound_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """The service has no status filter: pages are read until the count, the end or the bound (newest first, the
-    sandbox's seeded runs are 409..401; only 404 ended in ERROR)."""
+    sandbox's seeded runs are 414..401; 404 ended in ERROR, 410..412 out of a limit, which "error" finds too)."""
     async with connected() as (client, _):
         failed = (await client.call_tool("list_agent_runs", {"statuses": ["error", "FAILED"], "limit": 5}))
         monkeypatch.setattr(runs, "SCAN_PAGE_SIZE", 2)
         monkeypatch.setattr(run_scan, "MAX_SCANNED_RUNS", 4)
-        bounded = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1})).structured_content
-        onwards = (await client.call_tool("list_agent_runs", {"statuses": ["ERROR"], "limit": 1,
+        bounded = (await client.call_tool("list_agent_runs", {"statuses": ["timeout"], "limit": 1})).structured_content
+        onwards = (await client.call_tool("list_agent_runs", {"statuses": ["timed out"], "limit": 1,
                                                               "skip": bounded["next_skip"]})).structured_content
-    assert [run["id"] for run in failed.structured_content["runs"]] == [404]
-    assert failed.structured_content["next_skip"] is None and "1 run in ERROR, FAILED" in failed.content[0].text
+    assert [run["id"] for run in failed.structured_content["runs"]] == [412, 411, 410, 404]
+    assert failed.structured_content["next_skip"] is None
+    assert "4 runs in ERROR, FAILED, MAX_ITERATIONS_REACHED, OUT_OF_TOKENS, TIMEOUT" in failed.content[0].text
     assert bounded["runs"] == [] and bounded["next_skip"] == 4 and "read 4 runs" in bounded["note"]
-    assert [run["id"] for run in onwards["runs"]] == [404] and onwards["next_skip"] == 6
+    assert [run["id"] for run in onwards["runs"]] == [410] and onwards["next_skip"] == 5
 
 
 @pytest.mark.anyio
@@ -209,7 +212,7 @@ async def test_a_run_list_stays_within_its_character_budget(monkeypatch: pytest.
         rest = (await client.call_tool("list_agent_runs", {"skip": first["next_skip"]})).structured_content
     size = sum(len(json.dumps(run, separators=(",", ":"))) for run in first["runs"])
     assert 0 < len(first["runs"]) < 9 and size <= 1500 and "characters" in first["note"]
-    assert first["next_skip"] == len(first["runs"]) and rest["runs"][0]["id"] == 409 - len(first["runs"])
+    assert first["next_skip"] == len(first["runs"]) and rest["runs"][0]["id"] == 414 - len(first["runs"])
 
 
 @pytest.mark.anyio

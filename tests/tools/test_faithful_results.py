@@ -116,10 +116,10 @@ async def test_metadata_written_at_creation_is_read_back_and_finds_the_run_again
     assert tagged["metadata"] == read["metadata"] == {"ticket": "OPS-12", "priority": 1}
     assert [run["id"] for run in found.structured_content["runs"]] == [tagged["id"]]
     assert found.structured_content["runs"][0]["metadata"] == {"ticket": "OPS-12", "priority": 1}
-    assert found.content[0].text.startswith("1 run with the metadata asked (of 11 in total); read 11 runs in 1 page "
+    assert found.content[0].text.startswith("1 run with the metadata asked (of 16 in total); read 16 runs in 1 page "
                                             "from skip 0, to the oldest run")
     assert [run["id"] for run in by_number["runs"]] == [tagged["id"]]  # true is not 1
-    assert nothing["runs"] == [] and nothing["note"] == "read 11 runs in 1 page from skip 0, to the oldest run"
+    assert nothing["runs"] == [] and nothing["note"] == "read 16 runs in 1 page from skip 0, to the oldest run"
     assert refused.is_error and refused.structured_content["error"]["kind"] == "invalid_arguments" and not sent
     assert bounded.structured_content["runs"] == [] and bounded.structured_content["next_skip"] == 6
     assert "read 4 runs in 2 pages from skip 2, not to the oldest run" in bounded.content[0].text
@@ -189,15 +189,15 @@ async def test_a_resumed_runs_result_counts_from_the_resume_in_its_summary_and_i
 async def test_counts_of_one_are_in_the_singular() -> None:
     async with connected(toolsets=TOOLSETS) as (client, _):
         said = {tool: (await client.call_tool(tool, arguments)).content[0].text for tool, arguments in {
-            "list_agent_runs": {"limit": 1, "statuses": ["error"]},
+            "list_agent_runs": {"limit": 1, "statuses": ["ERROR"]},
             "get_agent_run_logs": {"agent_run_id": LONG_RUN, "limit": 1},
             "list_repositories": {"limit": 1},
             "list_users": {"limit": 1},
             "list_organizations": {},
             "get_check_suite_settings": {"repo_id": REPO_ID},
         }.items()}
-    assert said["list_agent_runs"].startswith("1 run in ERROR, FAILED (of 9 in total); next_skip=6; read 6 runs in "
-                                              "1 page")
+    assert said["list_agent_runs"].startswith("1 run in ERROR, FAILED, MAX_ITERATIONS_REACHED, OUT_OF_TOKENS, "
+                                              "TIMEOUT (of 14 in total); next_skip=3; read 3 runs in 1 page")
     assert said["get_agent_run_logs"].startswith(f"1 entry (read 1 of 250) from run {LONG_RUN}")
     assert said["list_repositories"].startswith("1 repository (of 5)")
     assert said["list_users"].startswith("1 user (of ")

@@ -136,6 +136,11 @@ class AgentAutomationClient:
         return await self.transport.send(op, credentials, path=path, query=query, json=json,
                                          deadline=self.deadline, bulk=self.bulk, once=self.once, model=model)
 
+    async def in_organization(self) -> AgentAutomationClient:
+        """This client with the organisation its run requests act in found (see `organization`), for what is kept
+        per organisation."""
+        return replace(self, credentials=await self._credentials_for(OPERATIONS["get_agent_run"]))
+
     async def _credentials_for(self, op: Operation) -> Credentials:
         """The credentials, with the organisation found first if `op` needs one (the table says) and none is set."""
         if op.needs_org and self.credentials.org_id is None and self.organization is not None:

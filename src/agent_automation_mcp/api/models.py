@@ -12,6 +12,8 @@ from typing import Any, Final, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from .statuses import is_finished
+
 T = TypeVar("T")
 
 
@@ -20,19 +22,12 @@ class Resource(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, coerce_numbers_to_str=True, defer_build=True)
 
 
-# Upper-case is what the service sends today; lower-case is what its docs show. Unknown: not terminal.
-TERMINAL_STATUSES: Final = frozenset({"complete", "completed", "failed", "error", "cancelled", "canceled", "stopped"})
-
 # The 13 documented trace message types; others may appear (the endpoint is alpha).
 MESSAGE_TYPES: Final = (
     "ACTION", "PLAN_EVALUATION", "FINAL_ANSWER", "ERROR", "USER_MESSAGE", "USER_GITHUB_ISSUE_COMMENT",
     "INITIAL_PR_GENERATION", "DETECT_PR_ERRORS", "FIX_PR_ERRORS", "PR_CREATION_FAILED", "PR_EVALUATION",
     "COMMIT_EVALUATION", "AGENT_RUN_LINK",
 )
-
-
-def is_terminal_status(status: str | None) -> bool:
-    return status is not None and status.strip().lower() in TERMINAL_STATUSES
 
 
 class Page(Resource, Generic[T]):
@@ -110,8 +105,8 @@ class AgentRun(Resource):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def is_terminal(self) -> bool:
-        """True once the run has finished, whatever the status's casing."""
-        return is_terminal_status(self.status)
+        """True once the run has finished (`statuses`: any ending, failures included), whatever the casing."""
+        return is_finished(self.status)
 
 
 class LogEntry(Resource):
@@ -144,7 +139,7 @@ class LogPage(Resource):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def is_terminal(self) -> bool:
-        return is_terminal_status(self.status)
+        return is_finished(self.status)
 
 
 class IntegrationStatus(Resource):

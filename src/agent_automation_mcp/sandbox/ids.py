@@ -42,3 +42,7 @@ DRAFT_RUN_ID, DRAFT_PR_ID = 407, 306
 STOPPED_RUN_ID: Final = 408
 LONG_RUN_ID: Final = 409  # `large_run_log_entries` entries
 SANDBOX_WITH_LOGS, SANDBOX_WITHOUT_LOGS = 601, 602
+# Runs that ended as the service also ends runs (`api.statuses`), before their pull-request step.
+TIMEOUT_RUN_ID, MAX_ITERATIONS_RUN_ID, OUT_OF_TOKENS_RUN_ID = 410, 411, 412
+PAUSED_RUN_ID: Final = 413  # waits for a resume
+STUCK_RUN_ID: Final = 414  # ACTIVE, its last step long ago, and no end coming

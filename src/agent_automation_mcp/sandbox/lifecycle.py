@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ..api.statuses import DONE, FAILURES, FINISHED, NOT_FINISHED, WAITING_ON_PERSON, ending_reason, status_of
 from .trace import TraceContext, build_entry, long_trace_types, segment_types
 
 TimeStyle = Literal["space", "iso"]
-TERMINAL_STATUSES = frozenset({"COMPLETE", "ERROR", "STOPPED"})
+# The service's statuses (`api.statuses`, the one table): a run moves on the clock in these, and ends in any other.
+MOVING = NOT_FINISHED - WAITING_ON_PERSON
 LONG_TRACE_STEP = 1.5  # seconds between the entries of a fixture trace
 
 
@@ -66,7 +68,8 @@ class Run:
 
     @property
     def active(self) -> bool:
-        return self.status == "ACTIVE"
+        """Going on with the clock: not finished, and not waiting for someone to resume it."""
+        return self.status in MOVING
 
 
 PullRequestOpener = Callable[[Run, dict[str, Any]], None]
@@ -110,6 +113,18 @@ def stop(run: Run, reason: str) -> None:
     run.status, run.ends_at, run.result = "STOPPED", None, reason
 
 
+def end_now(run: Run, status: str) -> None:
+    """The run ends in `status` (any the service gives, failures included) or pauses (`PAUSED`: it waits, with what
+    was still to come dropped, until a resume plans more work), as the service ends runs."""
+    run.pending.clear()
+    run.ends_at = None
+    if status in WAITING_ON_PERSON:
+        run.status = status
+        return
+    run.outcome = status
+    _finish(run)
+
+
 def fill_long_trace(run: Run, *, seed: int, count: int, outcome: str, start_wall: float, quirks: bool,
                     repo_full_name: str | None) -> None:
     """Give a run `count` entries at once (fixtures and benchmarks); `outcome` may be any status."""
@@ -122,13 +137,9 @@ def fill_long_trace(run: Run, *, seed: int, count: int, outcome: str, start_wall
         fatal = message_type == "ERROR" and index == last and outcome == "ERROR"
         run.logs.append(build_entry(message_type, rng, ctx, created_at, fatal=fatal))
     run.segments += 1
-    run.outcome = outcome if outcome in TERMINAL_STATUSES else "COMPLETE"
-    if outcome in TERMINAL_STATUSES:
-        run.status = outcome
-        if outcome == "STOPPED":
-            run.result = "Stopped by the user."
-        else:
-            _finish(run)
+    run.outcome = outcome if outcome in FINISHED else "COMPLETE"
+    if outcome in FINISHED or outcome in WAITING_ON_PERSON:
+        end_now(run, outcome)
 
 
 def _finish(run: Run) -> None:
@@ -137,9 +148,15 @@ def _finish(run: Run) -> None:
     observation = final["observation"] if final else None
     if isinstance(observation, dict):
         observation = observation.get("answer") or observation.get("message")
-    if run.outcome == "COMPLETE":
+    known = status_of(run.outcome)
+    if known is not None and known.kind is DONE:
         run.result = observation if isinstance(observation, str) else f"Done: {run.prompt[:80]}"
         run.summary = f"Completed: {run.prompt[:60]}"
-    else:
+    elif (reason := ending_reason(run.outcome)) is not None:  # a limit it reached: the service says which
+        run.result = f"The agent run stopped, {reason}."
+        run.summary = f"The agent run ended {run.outcome}."
+    elif run.outcome in FAILURES:
         run.result = observation if isinstance(observation, str) else "The agent run failed."
         run.summary = "The agent run ended with an error."
+    else:  # stopped or cancelled
+        run.result = run.result or "Stopped by the user."

@@ -15,7 +15,7 @@ from typing import Final, Literal
 from . import ids
 from .config import SandboxConfig
 from .entities import LogSandbox, OAuthToken, Organization, Repository, User, Webhook
-from .lifecycle import advance, fill_long_trace, format_time, plan_segment, stop
+from .lifecycle import MOVING, Run, advance, end_now, fill_long_trace, format_time, plan_segment, stop
 from .world import World
 
 SEED_EPOCH: Final = datetime(2025, 6, 21, 11, 20, 4, 338398, tzinfo=UTC).timestamp()
@@ -45,7 +45,9 @@ class SeedRun:
     run: int
     repo: int | None  # None: a run on no repository
     source_type: str
-    outcome: Literal["COMPLETE", "ERROR", "STOPPED"]
+    # How it ended (any status the service gives: `api.statuses`), PAUSED (waiting for a resume), or ACTIVE: stuck,
+    # its last step long ago and no end coming.
+    outcome: str
     pr: int | None = None  # the pull request it opened
     pr_state: str = "open"
     merged: bool = False
@@ -83,7 +85,13 @@ RUNS: Final = (
     SeedRun(407, 202, "LINEAR", "COMPLETE", pr=306, pr_state="draft"),
     SeedRun(408, 202, "API", "STOPPED", by_member=3),
     SeedRun(409, None, "API", "COMPLETE", long_trace=True),
+    SeedRun(410, 201, "API", "TIMEOUT"),
+    SeedRun(411, 202, "GITHUB_CHECK_SUITE", "MAX_ITERATIONS_REACHED", by_member=1),
+    SeedRun(412, None, "SLACK", "OUT_OF_TOKENS", by_member=2),
+    SeedRun(413, 201, "API", "PAUSED"),
+    SeedRun(414, 202, "API", "ACTIVE"),
 )
+WENT_THE_WHOLE_WAY: Final = ("COMPLETE", "ERROR")  # seeded runs that reached their last step; the others end early
 SMALL_ORG_RUNS: Final = 1  # the other organisations get the first one
 PROMPTS: Final = ("Fix the flaky login test", "Add pagination to the users endpoint", "Upgrade the CI runners",
                   "Explain the deploy failure", "Write docs for the config file", "Rename the settings module",
@@ -169,14 +177,12 @@ def _seed_runs(world: World, rng: random.Random, k: int, org_id: int, owner_id: 
                             outcome=spec.outcome, start_wall=wall, quirks=world.config.quirks,
                             repo_full_name=repo.full_name if repo else None)
             continue
+        whole = spec.outcome in WENT_THE_WHOLE_WAY
         plan_segment(run, seed=world.config.seed, start=0.0, start_wall=wall, duration=600.0,
                      quirks=world.config.quirks, repo_full_name=repo.full_name if repo else None,
-                     outcome="ERROR" if spec.outcome == "ERROR" else "COMPLETE")
-        if spec.outcome == "STOPPED":
-            while len(run.pending) > 6:  # stopped early, before its pull-request step
-                run.pending.pop()
-            advance(run, math.inf, world.open_pull_request)
-            stop(run, "Stopped by the user.")
+                     outcome=spec.outcome if whole else "COMPLETE")
+        if not whole:
+            _cut_short(world, run, spec.outcome)
             continue
         if spec.pr is not None and repo is not None:
             pr = world.add_pull_request(base + spec.pr, repo, title=f"Codegen: {run.prompt}",
@@ -184,6 +190,21 @@ def _seed_runs(world: World, rng: random.Random, k: int, org_id: int, owner_id: 
             pr.url_ban = spec.ban == "url"
             pr.parent_run_ban = run.id if spec.ban == "parent_run" else None
         advance(run, math.inf, world.open_pull_request)
+
+
+def _cut_short(world: World, run: Run, outcome: str) -> None:
+    """A run that went part of its way, ending before its pull-request step: stopped, out of a limit, paused, or
+    (ACTIVE) stuck there."""
+    while len(run.pending) > 6:
+        run.pending.pop()
+    run.ends_at = None  # it never reaches the end it planned
+    advance(run, math.inf, world.open_pull_request)
+    if outcome == "STOPPED":
+        stop(run, "Stopped by the user.")
+    elif outcome in MOVING:  # its last step was long ago, and nothing more comes
+        run.status, run.ends_at = outcome, None
+    else:
+        end_now(run, outcome)
 
 
 def _seed_oauth_tokens(world: World, org_id: int, user_ids: list[int]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from . import ids
 from .config import SandboxConfig
 from .entities import LogSandbox, OAuthToken, Organization, PullRequest, Repository, User, Webhook
-from .lifecycle import LONG_TRACE_STEP, Run, advance, fill_long_trace, format_time, plan_segment, stop
+from .lifecycle import LONG_TRACE_STEP, MOVING, Run, advance, end_now, fill_long_trace, format_time, plan_segment, stop
 
 
 @dataclass
@@ -94,12 +94,14 @@ class World:
 
     def add_fixture_run(self, *, org_id: int, user_id: int, repo_id: int | None, prompt: str, source_type: str,
                         status: str, log_entries: int, with_pull_request: bool, now: float, wall: float,
-                        pull_request: PullRequest | None = None) -> Run:
-        """A run with `log_entries` entries already written (benchmarks, demos); ACTIVE ones go on with the clock.
+                        pull_request: PullRequest | None = None, idle_seconds: float = 0.0,
+                        goes_on: bool = True) -> Run:
+        """A run with `log_entries` entries already written (benchmarks, demos), the last `idle_seconds` ago; one in a
+        status that moves (ACTIVE, EVALUATION...) goes on with the clock unless `goes_on` is false: then it is stuck.
 
         With `pull_request`, the run is one more agent working on that existing pull request (and its repository).
         """
-        start_wall = wall - LONG_TRACE_STEP * log_entries
+        start_wall = wall - idle_seconds - LONG_TRACE_STEP * log_entries
         if pull_request is not None:
             repo_id = pull_request.repo_id
         run = self.new_run(org_id=org_id, user_id=user_id, repo_id=repo_id, prompt=prompt, source_type=source_type,
@@ -114,9 +116,15 @@ class World:
             self.next_pr_id += 1
         fill_long_trace(run, seed=self.config.seed, count=log_entries, outcome=status, start_wall=start_wall,
                         quirks=self.config.quirks, repo_full_name=repo.full_name if repo else None)
-        if status == "ACTIVE":
-            self._plan(run, now, wall)
+        if status in MOVING:
+            if goes_on:
+                self._plan(run, now, wall)
+            run.status = status
         return run
+
+    def end_run(self, run: Run, status: str) -> None:
+        """End the run now in `status`, or pause it (`PAUSED`), as the service ends runs (a control: `control.py`)."""
+        end_now(run, status)
 
     def open_pull_request(self, run: Run, entry: dict[str, Any]) -> None:
         """The run reached its pull-request step: open one on its repository (once per run)."""

@@ -31,18 +31,19 @@ from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError
 from ..api.models import AgentRun
+from ..api.statuses import STOPPED, ending_reason, is_failure, status_of, waits_on_person
 from ..caching import SharedCache, SharedStore
+from ..run_status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, now_ms, reading_of
 from ..tenancy import tenant_key
 from ..tools.callers import CALL_SECONDS, ServerState, client_for, slot_waited
 from ..tools.checks import CLOSEST_TO_CANCEL
 from ..tools.mentions import cut_to
 from ..tools.registry import all_tools
 from ..tools.results import label
-from ..tools.runs import FAILED, STOPPED, duration, run_result
-from .ids import TaskRecord, TaskSeal, now_ms
+from ..tools.runs import PAUSED_SAYS, duration, run_result
+from .ids import TaskRecord, TaskSeal
 from .listing import MAX_TTL_MS, TaskIndex
 from .notify import MAX_TASKS_PER_STREAM, ListenObserver, RunRead, RunReads
-from .status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, reading_of
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
@@ -248,20 +249,16 @@ class RunTasks(Extension):
                     legacy: bool) -> dict[str, Any]:
         """The task as `reading` shows its run; the service's text never enters the message (a status word only)."""
         run, result = reading.run, self._ending(ctx, reading)
-        word = (run.status or "").strip().upper() if run is not None else ""
+        known = status_of(run.status) if run is not None else None
         if result is None:
-            status, said = "working", (
-                f"Run {record.run_id} is {label(run.status if run else None)}, "
-                f"{duration(max(0, (now_ms() - record.created_ms) // 1000))} since {record.tool} started this task.")
-            if reading.problem is not None:
-                said = (f"Run {record.run_id}'s status could not be read just now ({reading.problem}); asking again "
-                        f"in {reading.poll_ms // 1000} s.")
-        elif word in STOPPED:
-            status, said = "cancelled", f"The service reports run {record.run_id} {label(word)}."
+            status, said = "working", self._going(ctx, record, reading)
+        elif known is not None and known.kind is STOPPED:
+            status, said = "cancelled", f"The service reports run {record.run_id} {label(known.value)}."
         else:
             where = "tasks/result has" if legacy else "result holds"
+            why = ending_reason(run.status) if run is not None else None
             status, said = "completed", (
-                f"Run {record.run_id} ended {label(word)}; {where} its result."
+                f"Run {record.run_id} ended {label(run.status)}{f' ({why})' if why else ''}; {where} its result."
                 if run is not None else f"Run {record.run_id} cannot be read ({reading.problem}); {where} why.")
         if await self._cancel_asked.get(_digest(task_id)):
             going = f": run {record.run_id} goes on" if status == "working" else ""
@@ -271,6 +268,18 @@ class RunTasks(Extension):
             assert result is not None
             task["result"] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return task
+
+    def _going(self, ctx: ServerRequestContext[Any, Any], record: TaskRecord, reading: Reading) -> str:
+        """The message of a task whose run goes on, or waits for someone to resume it (the task stays followable)."""
+        run = reading.run
+        if run is None:
+            return (f"Run {record.run_id}'s status could not be read just now ({reading.problem}); asking again in "
+                    f"{reading.poll_ms // 1000} s.")
+        since = f"{duration(max(0, (now_ms() - record.created_ms) // 1000))} since {record.tool} started this task."
+        if waits_on_person(run.status):
+            return self._offered_text(ctx, f"Run {record.run_id} is {label(run.status)}, {since} It is "
+                                           f"{PAUSED_SAYS}.")
+        return f"Run {record.run_id} is {label(run.status)}, {since}"
 
     def _ending(self, ctx: ServerRequestContext[Any, Any], reading: Reading) -> CallToolResult | None:
         """The task's result once it has one: the run's final answer, or why the run cannot be read any more."""
@@ -283,8 +292,7 @@ class RunTasks(Extension):
     def _final(self, ctx: ServerRequestContext[Any, Any], run: AgentRun) -> CallToolResult:
         """get_agent_run's answer for the finished run; a run that ended in error is an error result."""
         result = run_result(run, _state(ctx).settings.max_field_chars)
-        failed = (run.status or "").strip().upper() in FAILED
-        return result.model_copy(update={"is_error": True}) if failed else result
+        return result.model_copy(update={"is_error": True}) if is_failure(run.status) else result
 
     @staticmethod
     def _task(task_id: str, record: TaskRecord, status: str, message: str, updated_ms: int,

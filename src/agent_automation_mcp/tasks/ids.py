@@ -9,7 +9,6 @@ before anything is sent to the service.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -57,8 +56,4 @@ class TaskSeal:
         org_id, run_id, tool, created_ms, ttl_ms = json.loads(payload)
         return TaskRecord(org_id, run_id, tool, created_ms, ttl_ms)
 
-
-def now_ms() -> int:
-    """Unix milliseconds: the clock of task records and readings."""
-    return int(time.time() * 1000)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..caching import KEY_PREFIX, ExpiringCache, RedisAway, SharedStore
-from .ids import now_ms
+from ..run_status import now_ms
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -42,7 +42,7 @@ from mcp.types import (
 
 from ..caching import KEY_PREFIX, RedisAway, SharedStore
 from ..logs import tenant_id
-from .status import POLL_SECONDS
+from ..run_status import POLL_SECONDS
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

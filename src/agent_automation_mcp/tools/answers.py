@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from ..api.models import OAuthToken
 from .org import Repository
 from .registry import all_tools
-from .runs import Run
+from .runs import PR_FIELDS_SHOWN, Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,12 @@ _PREVIOUS: Final = Answer(whole="previous")
 # Per tool, the operations it may send (as `toolset.tool` names them) whose answer reaches the result otherwise than
 # field for field under the same names; an operation not named here is `SHOWN` (see `answer_for`).
 ANSWERS: Final[Mapping[str, Mapping[str, Answer]]] = MappingProxyType({
+    "get_agent_run": {
+        "list_agent_runs": Answer(read_for="the run among the newest runs, read once per poll interval for every run "
+                                           "followed (run_status.py): the run found there is the result"),
+        "get_agent_run_logs": Answer(read_for="when the newest trace entry of a run not finished was (last_step_at, "
+                                              "last_step_seconds)"),
+    },
     "list_agent_runs": {"list_agent_runs": Answer(renamed={"items": "runs"}, left_out=_PAGE)},
     "get_agent_run_logs": {"get_agent_run_logs": Answer(
         renamed={"id": "agent_run_id", "logs": "entries"},
@@ -184,6 +190,10 @@ def _unwrapped(annotation: Any) -> tuple[Any, int]:
 # status is declared as any JSON, and is read as a list of the connections `api.models.OAuthToken` describes.
 BEYOND_OPENAPI: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({
     "get_oauth_token_status": tuple(f"[].{name}" for name in OAuthToken.model_fields),
+    # A pull request's state and whether it was merged, as Codegen's CLI reads them, when the service sends them.
+    **{operation: tuple(f"{at}github_pull_requests[].{name}" for name in PR_FIELDS_SHOWN)
+       for operation, at in (("get_agent_run", ""), ("create_agent_run", ""), ("resume_agent_run", ""),
+                             ("list_agent_runs", "items[]."))},
 })
 
 # Arguments that name what a tool acts on, rather than a value it stores.
@@ -230,7 +240,8 @@ NOT_REPORTED: Final = (
     Unreported("a run", "who started a run, its prompt, images, model, agent type, repository (see its pull "
                         "requests' URLs), cost, resume or end time", "get_agent_run"),
     Unreported("a run", "the plan's run quota", "create_agent_run"),
-    Unreported("a pull request", "does not report a pull request's state (e.g. draft or merged)", "get_agent_run"),
+    Unreported("a pull request", "does not report a pull request's state (draft, merged) unless sent",
+               "get_agent_run"),
     Unreported("a pull request", "which one opened it is not reported", "list_agent_runs"),
     Unreported("a pull request", "whether its checks are banned", "ban_checks"),
     Unreported("a repository", "no repository's pull requests (runs list those they made) or default branch",

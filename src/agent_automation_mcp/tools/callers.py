@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -28,6 +28,9 @@ from ..api.transport import ApiTransport
 from ..caching import SharedCache, SharedStore
 from ..config import ServerSettings
 from ..headers import HeaderError, bearer_token, organization_id
+
+if TYPE_CHECKING:
+    from ..run_status import RunStatus
 
 CALL_SECONDS: Final = 45.0  # every call answers well before the 60 s most MCP clients wait
 ORG_CACHE_SECONDS: Final = 300.0
@@ -245,10 +248,26 @@ class ServerState:
     callers: CallerResolver
     settings: ServerSettings
     organizations: OrganizationCache = field(default_factory=OrganizationCache)
+    statuses: RunStatus | None = None  # the one reader of runs' statuses (run_status.py); the server always has one
 
 
 def state_of(ctx: Context[Any, Any]) -> ServerState:
     return ctx.request_context.lifespan_context
+
+
+def offers(ctx: Context[Any, Any], tool: str) -> bool:
+    """Whether this call's request is offered `tool` (the server's toolsets, narrowed by its headers): a result
+    names only tools the model can call."""
+    from .registry import narrowed, offered_names  # the registry imports every toolset, which import this module
+
+    try:
+        headers = ctx.headers
+    except ValueError:  # called outside a request: the server's own tools
+        headers = None
+    try:
+        return tool in offered_names(narrowed(state_of(ctx).settings, headers))
+    except HeaderError:
+        return False
 
 
 async def client_for(ctx: Context[Any, Any], seconds: float = CALL_SECONDS) -> AgentAutomationClient:

@@ -209,3 +209,28 @@ def trim_text(value: str, max_chars: int) -> str:
     if len(value) <= max_chars:
         return value
     return f"{value[:max_chars]}…[trimmed {counted(len(value) - max_chars, 'char')}]"
+
+
+EXTRA_FIELDS_CHARS: Final = 2_000  # of what one resource sent beyond its model's fields, as JSON
+EXTRA_VALUE_CHARS: Final = 300  # of each such value (as its JSON when it is not a string)
+
+
+def extra_fields(resource: BaseModel, taken: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+    """What the service sent on `resource` beyond the fields its model names (and those a result shows under names
+    of its own, `taken`), bounded: each value past EXTRA_VALUE_CHARS cut, and past EXTRA_FIELDS_CHARS the last fields
+    left out with their count said (`…`). Untrusted text like every service string (`ok` makes it visible). None
+    when the service sent nothing more."""
+    sent = {key: value for key, value in (resource.model_extra or {}).items() if key not in taken}
+    if not sent:
+        return None
+    kept: dict[str, Any] = {}
+    size = 2
+    for key, value in sent.items():
+        text = value if isinstance(value, str) else compact_json(value)
+        short = value if len(text) <= EXTRA_VALUE_CHARS else trim_text(text, EXTRA_VALUE_CHARS)
+        size += len(compact_json({key[:EXTRA_VALUE_CHARS]: short}))
+        if size > EXTRA_FIELDS_CHARS:
+            kept["…"] = f"{counted(len(sent) - len(kept), 'more field')} left out"
+            break
+        kept[key[:EXTRA_VALUE_CHARS]] = short
+    return kept

@@ -8,6 +8,8 @@ to its pr_id) is through the runs, newest first.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Protocol
 
@@ -24,6 +26,8 @@ SCAN_PAGE_SIZE: Final = 100  # in pages this large
 MAX_PULL_REQUEST_CHARS: Final = 300  # of a pull request's name as given: a URL, owner/repo#7 or a pr_id
 _SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
 _PR_ID = re.compile(r"^\d{1,12}$")
+# Hears of the newest runs when a list reads them (its runs, the service's total, when it was sent: Unix ms).
+NewestRuns = Callable[[list[AgentRun], int | None, int], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +105,14 @@ class RunScan:
 
 async def scan_runs(client: AgentAutomationClient, taker: RunTaker, *, skip: int,
                     page_size: int, filtering: bool, user_id: int | None = None,
-                    source_type: SourceType | None = None) -> RunScan:
+                    source_type: SourceType | None = None, newest: NewestRuns | None = None) -> RunScan:
     """Read runs from `skip`, newest first, giving each page to `taker`. Without `filtering`, one page; with it, pages
     on until the taker is full, the oldest run is read, or MAX_SCANNED_RUNS. A failure on the first page is raised;
-    on a later one, kept in `failed`."""
+    on a later one, kept in `failed`. `newest` hears of the page from skip 0 (its runs, total, when it was sent)."""
     scan = RunScan(skip=skip, position=skip)
     while scan.position is not None:
         position = scan.position
+        sent = int(time.time() * 1000)
         try:
             page = await client.list_agent_runs(user_id=user_id, source_type=source_type, skip=position,
                                                 limit=page_size)
@@ -116,6 +121,8 @@ async def scan_runs(client: AgentAutomationClient, taker: RunTaker, *, skip: int
                 raise
             scan.failed = exc
             break
+        if position == 0 and newest is not None:
+            await newest(page.items, page.total, sent)
         scan.pages += 1
         scan.total = page.total
         consumed = taker.take(page.items)

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Self
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Any, Final, Self
 
 import anyio
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ..api.client import AgentAutomationClient
 from ..api.errors import ApiError
 from ..api.models import AgentRun, PullRequest, github_pull_request
 from ..api.params import (
@@ -27,7 +30,10 @@ from ..api.params import (
     Prompt,
     SourceType,
 )
-from .callers import CALL_SECONDS, client_for, state_of
+from ..api.statuses import STATUS_WORDS, ending_reason, normalised, waits_on_person
+from ..api.transport import require_org_id
+from ..run_status import READ_SECONDS, now_ms
+from .callers import CALL_SECONDS, client_for, offers, state_of
 from .declarations import Toolset
 from .results import (
     PAGE_ITEMS_CHARS,
@@ -37,12 +43,16 @@ from .results import (
     Timestamp,
     compact_json,
     counted,
+    extra_fields,
     instant,
     label,
     ok,
     trim_text,
 )
 from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
+
+if TYPE_CHECKING:
+    from ..run_status import Reading, RunStatus
 
 toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
 
@@ -59,19 +69,8 @@ WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
                        STRICT_INT]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
 Status = Annotated[str, Field(max_length=40, pattern=r"^[A-Za-z_ -]+$")]  # the service's status is an open string
-# The words people use for a status, and the service's values each stands for (observed: upper case; more may come).
-_RUNNING: Final = ("ACTIVE", "RUNNING")
-FAILED: Final = ("ERROR", "FAILED")  # FAILED and STOPPED also tell a task (`tasks`) how its run ended
-_DONE: Final = ("COMPLETE", "COMPLETED")
-STOPPED: Final = ("STOPPED", "CANCELLED", "CANCELED")
-STATUS_WORDS: Final = {
-    **dict.fromkeys(("running", "active", "in progress", "ongoing"), _RUNNING),
-    **dict.fromkeys(("pending", "queued", "waiting"), ("PENDING",)),
-    **dict.fromkeys(("failed", "fail", "failure", "error", "errored"), FAILED),
-    **dict.fromkeys(("done", "complete", "completed", "succeeded", "success", "successful"), _DONE),
-    **dict.fromkeys(("stopped", "cancelled", "canceled"), STOPPED),
-    "finished": _DONE + FAILED + STOPPED,
-}
+PAUSED_SAYS: Final = "paused: it moves again only when resumed"
+RESUME_WITH: Final = " with resume_agent_run"  # said after PAUSED_SAYS where the request is offered it
 
 
 class PullRequestRef(Output):
@@ -81,11 +80,28 @@ class PullRequestRef(Output):
     title: str | None = None
     head_branch_name: str | None = None
     created_at: Timestamp = None  # beside the runs' own: a run created after it did not open it
+    # Beyond the OpenAPI: what Codegen's CLI reads when the service sends them (open, closed, draft...; merged).
+    state: str | None = None
+    merged: bool | None = None
+    extra_fields: dict[str, Any] | None = None  # anything else the service sent on it, bounded
 
     @classmethod
     def of(cls, pr: PullRequest) -> PullRequestRef:
+        sent = pr.model_extra or {}
+        state, merged = sent.get("state"), sent.get("merged")
         return cls(pr_id=pr.id, number=github_pull_request(pr.url)[1] if pr.url else None, url=pr.url,
-                   title=pr.title, head_branch_name=pr.head_branch_name, created_at=pr.created_at)
+                   title=pr.title, head_branch_name=pr.head_branch_name, created_at=pr.created_at,
+                   state=state if isinstance(state, str) else None, merged=merged if isinstance(merged, bool) else None,
+                   extra_fields=extra_fields(pr, PR_FIELDS_SHOWN))
+
+    def said(self) -> str:
+        """`pull request pr_id 301 (GitHub #1, merged)`: its state only where the service sent one."""
+        notes = [*([f"GitHub #{self.number}"] if self.number else []),
+                 *([label(self.state)] if self.state is not None else []), *(["merged"] if self.merged else [])]
+        return f"pull request pr_id {self.pr_id}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+PR_FIELDS_SHOWN: Final = frozenset({"state", "merged"})  # lifted out of a pull request's extra fields
 
 
 class Run(Output):
@@ -93,9 +109,14 @@ class Run(Output):
     organization_id: int | None = None
     status: str | None = None
     is_terminal: bool
+    # Why it ended so (out of time, too many iterations, out of tokens), or, paused, what it waits for.
+    reason: str | None = None
     # While the run is not finished, by this server's clock: since created_at (a resumed run's age, not its work
     # time), or in resume_agent_run's own result since that resume.
     elapsed_seconds: int | None = None
+    # get_agent_run, while the run is not finished: its newest trace entry's time, and how long ago that was.
+    last_step_at: Timestamp = None
+    last_step_seconds: int | None = None
     web_url: str
     created_at: Timestamp = None
     source_type: str | None = None  # API, SETUP_COMMANDS, GITHUB_PR_REVIEW, ...: what started the run
@@ -103,6 +124,7 @@ class Run(Output):
     summary: str | None = None
     metadata: dict[str, Any] | None = None  # as create_agent_run stored it (a list may shorten it: see its note)
     pull_requests: list[PullRequestRef] = Field(default_factory=list)
+    extra_fields: dict[str, Any] | None = None  # what the service sent beyond the OpenAPI, bounded
 
     @classmethod
     def of(cls, run: AgentRun, max_chars: int, since: datetime | None = None, **more: Any) -> Self:
@@ -116,12 +138,13 @@ class Run(Output):
             elapsed = elapsed_since(run.created_at)
         return cls(
             id=run.id, organization_id=run.organization_id, status=run.status, is_terminal=run.is_terminal,
+            reason=PAUSED_SAYS if waits_on_person(run.status) else ending_reason(run.status),
             web_url=run.web_url or usual_web_url(run.id),
             created_at=run.created_at, elapsed_seconds=elapsed, source_type=run.source_type,
             result=trim_text(run.result, max_chars) if run.result else run.result,
             summary=trim_text(run.summary, max_chars) if run.summary else None,
             metadata=run.metadata, pull_requests=[PullRequestRef.of(pr) for pr in run.github_pull_requests or ()],
-            **more,
+            extra_fields=extra_fields(run), **more,
         )
 
     def shortened(self) -> Run:
@@ -142,15 +165,21 @@ class Run(Output):
 
     def describe(self, since: datetime | None = None) -> str:
         """One line on the run; `since`: when this server saw the run start or resume (see `elapsed_phrase`)."""
-        prs = "".join(f"; pull request pr_id {pr.pr_id}" + (f" (GitHub #{pr.number})" if pr.number else "")
-                      for pr in self.pull_requests)
+        prs = "".join(f"; {pr.said()}" for pr in self.pull_requests)
         if self.is_terminal:
-            finished = " (finished)"
-        elif (phrase := elapsed_phrase(self.created_at, since)) is not None:
-            finished = f", {phrase}"
+            finished = f" (finished{f', failed: {self.reason}' if self.reason else ''})"
         else:
-            finished = ""
+            going = [*([self.reason] if self.reason else []),
+                     *([phrase] if (phrase := elapsed_phrase(self.created_at, since)) is not None else []),
+                     *([self.last_step()] if self.last_step_at is not None else [])]
+            finished = "".join(f", {part}" for part in going)
         return f"Run {self.id} is {label(self.status, 'of unknown status')}{finished}{prs}; web_url in the result"
+
+    def last_step(self) -> str:
+        moment = instant(self.last_step_at)
+        when = f" ({moment.strftime('%H:%M:%S')} UTC)" if moment is not None else ""
+        ago = f"{duration(self.last_step_seconds)} ago" if self.last_step_seconds is not None else "at"
+        return f"last step {ago}{when}"
 
 
 def usual_web_url(run_id: int) -> str:
@@ -203,7 +232,7 @@ def wanted_statuses(asked: list[str] | None) -> set[str]:
     wanted: set[str] = set()
     for word in asked or ():
         key = " ".join(word.replace("_", " ").replace("-", " ").lower().split())
-        wanted.update(STATUS_WORDS.get(key, (key.upper().replace(" ", "_"),)))
+        wanted.update(STATUS_WORDS.get(key, (normalised(key),)))
     return wanted
 
 
@@ -223,6 +252,17 @@ def _max_chars(ctx: Context) -> int:
     return state_of(ctx).settings.max_field_chars
 
 
+def _statuses(ctx: Context) -> RunStatus:
+    statuses = state_of(ctx).statuses
+    assert statuses is not None  # the server's lifespan gives every call the one reader
+    return statuses
+
+
+async def _remembered(ctx: Context, client: AgentAutomationClient, run: AgentRun, sent_ms: int) -> None:
+    """A start's or resume's answer, as the newest reading of the run for whoever follows it (`RunStatus`)."""
+    await _statuses(ctx).remember(client, require_org_id(client.credentials), run, sent_ms)
+
+
 @toolset.tool("Create agent run", "create_agent_run", run_field="id", viewed=True)
 async def create_agent_run(
     prompt: Prompt, ctx: Context,
@@ -236,46 +276,82 @@ async def create_agent_run(
     """Start an AI coding agent on a task, optionally on one repository. The run takes minutes: follow it
     with get_agent_run (wait_seconds), read its steps with get_agent_run_logs. Each call starts a new run
     (10 per minute; the service does not report the plan's run quota)."""
-    client = await client_for(ctx)
+    client = await (await client_for(ctx)).in_organization()
+    sent = now_ms()
     created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
                                             images=images)
+    await _remembered(ctx, client, created, sent)
     run = Run.of(created, _max_chars(ctx))
     return ok(run, f"Started run {run.id} ({label(run.status)}); web_url in the result")
 
 
-@toolset.tool("Get agent run", "get_agent_run", viewed=True)
+@toolset.tool("Get agent run", "get_agent_run", "list_agent_runs", "get_agent_run_logs", viewed=True)
 async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSeconds = 0) -> Annotated[
         CallToolResult, WaitedRun]:
     """Get an agent run's status, result, metadata and pull requests. The service does not report a pull
-    request's state (e.g. draft or merged), nor who started a run, its prompt, images, model, agent type,
-    repository (see its pull requests' URLs), cost, resume or end time. elapsed_seconds: an unfinished run's
-    age by this server's clock. wait_seconds > 0 polls until it ends; is_terminal says if it did."""
-    client = await client_for(ctx, wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS)
-    started = time.monotonic()
-    run = await client.get_agent_run(agent_run_id)
+    request's state (draft, merged) unless sent, nor who started a run, its prompt, images, model, agent type,
+    repository (see its pull requests' URLs), cost, resume or end time. elapsed_seconds: an unfinished run's age by
+    this server's clock. wait_seconds > 0: poll until it ends or pauses."""
+    budget = wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS
+    client = await (await client_for(ctx, budget)).in_organization()
+    started, statuses = time.monotonic(), _statuses(ctx)
+
+    async def read() -> Reading:
+        seconds = max(1.0, min(READ_SECONDS, started + budget - time.monotonic()))
+        return await statuses.read(client, require_org_id(client.credentials), agent_run_id, seconds=seconds)
+
+    # The reader met an error (the run is gone, pacing, the service): this call's own read says which.
+    run = (await read()).run or await client.get_agent_run(agent_run_id)
+    run, stopped = await _waited(ctx, read, run, wait_seconds, started)
+    step, unread = await _last_step(client, run)
+    waited = round(time.monotonic() - started, 1)
+    going = not run.is_terminal and not waits_on_person(run.status)
+    more = f" after waiting {waited:g} s; call again to wait" if going and wait_seconds else ""
+    if waits_on_person(run.status) and offers(ctx, "resume_agent_run"):
+        more = RESUME_WITH + more
+    notes = [note for note in (stopped, unread) if note]
+    return run_result(run, _max_chars(ctx), waited_seconds=waited, note="; ".join(notes) or None,
+                      more=more + "".join(f"; {note}" for note in notes), **step)
+
+
+async def _waited(ctx: Context, read: Callable[[], Awaitable[Reading]], run: AgentRun, wait_seconds: int,
+                  started: float) -> tuple[AgentRun, str | None]:
+    """`run` followed until it ends, pauses (nothing moves until someone resumes it) or `wait_seconds` pass; and why
+    the wait stopped early, if a read failed (the last status seen is the answer)."""
     polls = 0
-    note = stopped = None
-    while not run.is_terminal and (left := started + wait_seconds - time.monotonic()) > 0:
+    while not run.is_terminal and not waits_on_person(run.status) and (
+            left := started + wait_seconds - time.monotonic()) > 0:
         waited = time.monotonic() - started
-        await ctx.report_progress(waited, wait_seconds, f"run {agent_run_id} is {run.status}; waited {waited:.0f} s")
+        await ctx.report_progress(waited, wait_seconds, f"run {run.id} is {run.status}; waited {waited:.0f} s")
         await anyio.sleep(min(POLL_INTERVALS[min(polls, len(POLL_INTERVALS) - 1)], left))
         polls += 1
-        try:
-            run = await client.get_agent_run(agent_run_id)
-        except ApiError as exc:  # answer with the last status seen rather than lose it
-            note = f"stopped waiting ({exc.kind}: {exc.message}); this is the last status seen"
-            stopped = f"stopped waiting ({exc.kind}); this is the last status seen"
-            break
-    waited = round(time.monotonic() - started, 1)
-    more = "" if run.is_terminal or not wait_seconds else f" after waiting {waited:g} s; call again to wait"
-    return run_result(run, _max_chars(ctx), waited_seconds=waited, note=note,
-                      more=more + (f"; {stopped}" if stopped else ""))
+        reading = await read()
+        if reading.run is None:
+            return run, f"stopped waiting ({reading.problem}); this is the last status seen"
+        run = reading.run
+    return run, None
+
+
+async def _last_step(client: AgentAutomationClient, run: AgentRun) -> tuple[dict[str, Any], str | None]:
+    """For a run not finished, when its newest trace entry was (one read): whether it still does anything. Nothing
+    for a finished run; why not, when the read failed."""
+    if run.is_terminal:
+        return {}, None
+    try:
+        page = await client.get_agent_run_logs(run.id, limit=1, reverse=True)
+    except ApiError as exc:
+        return {}, f"its last step was not read ({exc.kind})"
+    newest = page.logs[0].created_at if page.logs else None
+    moment = instant(newest)
+    return {"last_step_at": newest,
+            "last_step_seconds": None if moment is None else max(0, int(time.time() - moment.timestamp()))}, None
 
 
 def run_result(run: AgentRun, max_chars: int, *, waited_seconds: float = 0, note: str | None = None,
-               more: str = "") -> CallToolResult:
-    """What get_agent_run answers for `run`; a run followed as a task ends with the same answer."""
-    out = WaitedRun.of(run, max_chars, waited_seconds=waited_seconds, note=note)
+               more: str = "", **step: Any) -> CallToolResult:
+    """What get_agent_run answers for `run`; a run followed as a task ends with the same answer. `step`: when the
+    newest trace entry of a run still going was (`_last_step`)."""
+    out = WaitedRun.of(run, max_chars, waited_seconds=waited_seconds, note=note, **step)
     return ok(out, out.describe() + more)
 
 
@@ -285,8 +361,9 @@ async def list_agent_runs(
     user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
     source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
-        "Service values ACTIVE, PENDING, COMPLETE, ERROR, FAILED, STOPPED, CANCELLED, or words: running, "
-        "failed, done, finished, stopped (any case)."))] = None,
+        "Service values (ACTIVE, PENDING, PAUSED, COMPLETE, ERROR, FAILED, TIMEOUT, MAX_ITERATIONS_REACHED, "
+        "OUT_OF_TOKENS, STOPPED, CANCELLED) or words: running, paused, failed (all of those failures), done, "
+        "stopped, finished (any case)."))] = None,
     pull_request: Annotated[PullRequestArg | None, Field(description=(
         "Only runs attached to it (URL, owner/repo#7 or pr_id); which one opened it is not reported."))] = None,
     metadata: Annotated[MetadataMatch | None, Field(
@@ -294,12 +371,14 @@ async def list_agent_runs(
 ) -> Annotated[CallToolResult, RunList]:
     """List the organisation's agent runs, newest first, optionally filtered. statuses, pull_request and
     metadata are filtered here, over ≤500 runs a call (note says how far)."""
-    client = await client_for(ctx)
+    client = await (await client_for(ctx)).in_organization()
     wanted = wanted_statuses(statuses)
     filtering = bool(wanted) or pull_request is not None or metadata is not None
     taken = RunsTaken(_max_chars(ctx), limit, wanted, pull_request, metadata)
     scan = await scan_runs(client, taken, skip=skip, page_size=SCAN_PAGE_SIZE if filtering else limit,
-                           filtering=filtering, user_id=user_id, source_type=source_type)
+                           filtering=filtering, user_id=user_id, source_type=source_type,
+                           newest=None if user_id or source_type else partial(
+                               _statuses(ctx).remember_page, client, require_org_id(client.credentials)))
     which = " and ".join([*([f"in {', '.join(sorted(wanted))}"] if wanted else []),
                           *([f"of pull request {pull_request}"] if pull_request else []),
                           *(["with the metadata asked"] if metadata is not None else [])])
@@ -377,7 +456,7 @@ class RunsTaken:
             if self.full:
                 return consumed
             self.seen[label(item.status)] += 1
-            if self.wanted and (item.status or "").upper() not in self.wanted:
+            if self.wanted and normalised(item.status) not in self.wanted:
                 continue
             if self.pull_request is not None:
                 if (pr := self.pull_request.found_in(item)) is None:
@@ -404,7 +483,9 @@ async def resume_agent_run(agent_run_id: Id, prompt: Prompt, ctx: Context,
                            model: Model | None = None) -> Annotated[CallToolResult, Run]:
     """Send a follow-up instruction to an existing agent run (e.g. to fix review comments or continue after
     it finished). Follow it with get_agent_run."""
-    client = await client_for(ctx)
-    resumed_at = datetime.now(UTC)
-    run = Run.of(await client.resume_agent_run(agent_run_id, prompt, model=model), _max_chars(ctx), since=resumed_at)
+    client = await (await client_for(ctx)).in_organization()
+    resumed_at, sent = datetime.now(UTC), now_ms()
+    resumed = await client.resume_agent_run(agent_run_id, prompt, model=model)
+    await _remembered(ctx, client, resumed, sent)
+    run = Run.of(resumed, _max_chars(ctx), since=resumed_at)
     return ok(run, f"Resumed: {run.describe(since=resumed_at)}")

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 import re
 from collections.abc import Mapping
+from html import escape as html_escape
 from importlib.resources import files
 from typing import Any, Final
 
 from mcp.server.apps import Apps, ResourceCsp
 
 from ..api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit
+from ..api.statuses import kinds_by_value
 from ..tools.declarations import ToolSpec
 
 # Short: the URI is repeated on every viewed tool in each tools/list.
@@ -55,8 +58,9 @@ def refresh_seconds(reads: RateLimit) -> int:
 
 
 def page(refresh: int = MIN_REFRESH_SECONDS) -> str:
-    """`runs.html` with the fastest refresh the server allows it (`data-refresh-seconds` on `<html>`), and a
-    Content-Security-Policy that admits its own script and style and nothing else.
+    """`runs.html` with the fastest refresh the server allows it (`data-refresh-seconds` on `<html>`), what each status
+    means (`data-statuses`, from `api.statuses`: the page keeps no list of its own), and a Content-Security-Policy that
+    admits its own script and style and nothing else.
 
     The policy names them by hash, computed here so that editing the page needs no build step: an injected
     `<script>` or inline event handler (`onerror=`) cannot run even if some text ever reached the page as markup.
@@ -67,7 +71,9 @@ def page(refresh: int = MIN_REFRESH_SECONDS) -> str:
               f"script-src '{_sha256(script)}'; style-src '{_sha256(style)}'; "
               "base-uri 'none'; form-action 'none'")
     meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-    html = html.replace("<html lang=\"en\">", f'<html lang="en" data-refresh-seconds="{refresh}">', 1)
+    statuses = html_escape(json.dumps(kinds_by_value(), separators=(",", ":")), quote=True)
+    html = html.replace("<html lang=\"en\">",
+                        f'<html lang="en" data-refresh-seconds="{refresh}" data-statuses="{statuses}">', 1)
     return html.replace("<head>", f"<head>\n{meta}", 1)
 
 
