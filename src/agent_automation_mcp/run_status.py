@@ -98,7 +98,7 @@ class RunStatus:
     async def remember(self, client: AgentAutomationClient, org_id: int, run: AgentRun, sent_ms: int) -> None:
         """A start or a resume sent at `sent_ms`: no reading sent before it is taken for the run's state while one
         may still be kept (the next follower reads again); listeners hear its answer."""
-        reading = {"run": run.model_dump(mode="json"), "read_ms": sent_ms, "poll_ms": POLL_MS, "written": True}
+        reading = {"run": _shared(run), "read_ms": sent_ms, "poll_ms": POLL_MS, "written": True}
         await self._readings.put(f"{client.credentials.token_key}-org{org_id}-run{run.id}", reading,
                                  POLL_SECONDS + READ_SECONDS)
         if self._published is not None:
@@ -152,8 +152,7 @@ class RunStatus:
         async def fetch() -> tuple[dict[str, Any], float] | None:
             sent = now_ms()
             try:
-                reading: dict[str, Any] = {"run": (await client.within(seconds).get_agent_run(run_id)).model_dump(
-                    mode="json")}
+                reading: dict[str, Any] = {"run": _shared(await client.within(seconds).get_agent_run(run_id))}
             except RateLimitError as exc:
                 refused.append(_refused(exc))
                 return None
@@ -176,9 +175,14 @@ class RunStatus:
         return reading_of(value)
 
 
+def _shared(run: AgentRun) -> dict[str, Any]:
+    """A run as the service sent it, for the cache and the channel (`is_terminal` is ours: derived again on reading)."""
+    return run.model_dump(mode="json", exclude={"is_terminal"})
+
+
 def _page_of(runs: list[AgentRun], sent_ms: int) -> dict[str, Any]:
     """A page as it is shared: the runs by id (as text: JSON keys), whether it was full, its lowest id."""
-    return {"runs": {str(run.id): run.model_dump(mode="json") for run in runs}, "full": len(runs) >= PAGE_RUNS,
+    return {"runs": {str(run.id): _shared(run) for run in runs}, "full": len(runs) >= PAGE_RUNS,
             "lowest": min((run.id for run in runs), default=None), "read_ms": sent_ms, "poll_ms": POLL_MS}
 
 

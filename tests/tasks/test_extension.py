@@ -12,12 +12,14 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, MCPError
 from mcp.client import ClientExtension
 from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.api.statuses import ending_reason
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.config import DEMO_TOKEN
@@ -198,3 +200,61 @@ async def test_ids_not_the_callers_are_not_found_and_cost_no_request(sandbox: Sa
     assert [error.error.message for error in refused[:5]] == ["Task not found"] * 5  # the last: too long for an id
     assert all("taskId" in error.error.data["hint"] for error in refused[:5])
     assert unsent and own.task_id == task_id  # its own caller reads it
+
+
+async def _task_of(client: Client, mode: str, poller: TaskPoller, tool: str, arguments: dict[str, Any]) -> str:
+    """A task for the run `tool` starts, asked the way `mode`'s era asks."""
+    if mode == LEGACY:
+        return str((await call_as_task(client, tool, arguments))["task"]["taskId"])
+    await client.call_tool(tool, arguments)
+    return poller.handles[-1].task_id
+
+
+def _active_run(sandbox: SandboxServer) -> int:
+    return int(httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"status": "ACTIVE"}).json()["id"])
+
+
+def _end(sandbox: SandboxServer, run_id: int, status: str) -> None:
+    httpx2.post(f"{sandbox.url}/_sandbox/runs/{run_id}/end", json={"status": status}).raise_for_status()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", [MODERN, LEGACY])
+@pytest.mark.parametrize("ending", ["TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"])
+async def test_a_run_that_ends_out_of_a_limit_ends_its_task_as_an_error_that_says_why(
+        sandbox: SandboxServer, mode: str, ending: str) -> None:
+    poller = TaskPoller(follow=False)
+    async with connected(sandbox, mode, extensions=[poller]) as client:
+        run = _active_run(sandbox)
+        task_id = await _task_of(client, mode, poller, "resume_agent_run", {"agent_run_id": run, "prompt": "go on"})
+        _end(sandbox, run, ending)
+        state = await get_task(client, task_id)
+        result = (await request(client, TaskResult, task_id)).model_extra if mode == LEGACY else \
+            (state.model_extra or {})["result"]
+    assert state.status == "completed" and f"ended {ending} ({ending_reason(ending)})" in (state.status_message or "")
+    assert result["isError"] is True and result["structuredContent"]["reason"] == ending_reason(ending)
+    assert f"failed: {ending_reason(ending)}" in result["content"][0]["text"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", [MODERN, LEGACY])
+async def test_a_paused_run_keeps_its_task_working_saying_so_and_a_resume_is_followed_to_the_end(
+        sandbox: SandboxServer, mode: str) -> None:
+    poller = TaskPoller(follow=False)
+    async with connected(sandbox, mode, extensions=[poller]) as client:
+        run = _active_run(sandbox)
+        task_id = await _task_of(client, mode, poller, "resume_agent_run", {"agent_run_id": run, "prompt": "Go"})
+        _end(sandbox, run, "PAUSED")
+        paused = await get_task(client, task_id)
+        await client.call_tool("resume_agent_run", {"agent_run_id": run, "prompt": "Go on"})
+        resumed = await get_task(client, task_id)
+        ended = resumed
+        for _ in range(30):  # read again each poll interval (5 s) by whoever follows: within a few
+            if ended.status != "working":
+                break
+            await anyio.sleep(0.5)
+            ended = await get_task(client, task_id)
+    assert paused.status == "working" and f"Run {run} is PAUSED" in (paused.status_message or "")
+    assert "only when resumed; resume it with resume_agent_run." in (paused.status_message or "")
+    assert resumed.status == "working" and "is ACTIVE" in (resumed.status_message or "")
+    assert ended.status == "completed" and "ended COMPLETE" in (ended.status_message or "")

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
+from html import unescape
 
 import pytest
 from mcp import Client
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.api.statuses import STATUSES
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.registry import all_tools
@@ -42,8 +45,16 @@ async def test_the_view_refreshes_a_run_no_faster_than_its_share_of_the_tokens_l
     api = ApiSettings(rate_limits=parse_rate_limits(limits))
     async with Client(build_server(api, ServerSettings())) as client:
         (content,) = (await client.read_resource(VIEW_URI)).contents
-    assert f'<html lang="en" data-refresh-seconds="{seconds}">' in content.text
+    assert f'<html lang="en" data-refresh-seconds="{seconds}" data-statuses=' in content.text
     assert "dataset.refreshSeconds" in content.text  # what the page's script paces itself by
+
+
+def test_the_page_is_given_every_status_the_table_knows_and_keeps_no_list_of_its_own() -> None:
+    html = page()
+    given = json.loads(unescape(re.search(r'data-statuses="([^"]*)"', html).group(1)))  # type: ignore[union-attr]
+    assert given == {status.value: status.kind.word for status in STATUSES}
+    assert given["TIMEOUT"] == "failed" and given["PAUSED"] == "paused" and given["EVALUATION"] == "running"
+    assert "dataset.statuses" in html and '"COMPLETE"' not in html.split("<script>")[1]
 
 
 def test_the_page_admits_its_own_script_and_style_and_nothing_else() -> None:

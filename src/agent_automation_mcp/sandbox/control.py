@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from http import HTTPStatus
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import Request
@@ -33,6 +33,8 @@ class FixtureRun(BaseModel):
     status: ServiceStatus = "COMPLETE"
     idle_seconds: float = Field(0.0, ge=0, le=365 * 86_400)  # how long ago its last entry was
     goes_on: bool = True  # false: a run in a moving status (ACTIVE...) is stuck, with no end coming
+    # Fields the run is sent with beyond the OpenAPI's, as a newer service may send them (names it does not use).
+    beyond_spec: dict[str, Any] = Field(default_factory=dict, max_length=20)
     org_id: int | None = None
     user_id: int | None = None
     repo_id: int | None = None
@@ -133,6 +135,8 @@ def _run_routes(state: SandboxState) -> list[Route]:
                                     source_type=spec.source_type, status=spec.status, log_entries=spec.log_entries,
                                     with_pull_request=spec.with_pull_request, now=now, wall=time.time(),
                                     pull_request=pull_request, idle_seconds=spec.idle_seconds, goes_on=spec.goes_on)
+        named = views.agent_run(world, run)  # what the OpenAPI names stays as the sandbox has it
+        run.beyond_spec = {key: value for key, value in spec.beyond_spec.items() if key not in named}
         return JSONResponse(views.agent_run(world, run))
 
     async def end_run(request: Request) -> Response:

@@ -61,6 +61,7 @@ class Run:
     pending: deque[PlannedEntry] = field(default_factory=deque)
     ends_at: float | None = None
     segments: int = 0
+    beyond_spec: dict[str, Any] = field(default_factory=dict)  # fields it is sent with that the OpenAPI does not name
 
     @property
     def web_url(self) -> str:

@@ -38,17 +38,20 @@ def repository(repo: Repository) -> Json:
             "language": repo.language}
 
 
-def pull_request(pr: PullRequest) -> Json:
+def pull_request(pr: PullRequest, quirks: bool = False) -> Json:
+    """A `GithubPullRequestResponse`; with `quirks`, also its `state` and `merged`, which the OpenAPI does not name
+    and Codegen's own CLI reads."""
+    beyond = {"state": pr.state, "merged": pr.merged} if quirks else {}
     return {"id": pr.id, "created_at": pr.created_at, "title": pr.title, "url": pr.url,
-            "head_branch_name": pr.head_branch_name}
+            "head_branch_name": pr.head_branch_name, **beyond}
 
 
 def agent_run(world: World, run: Run) -> Json:
-    """An `AgentRunResponse`."""
+    """An `AgentRunResponse`, with whatever a fixture was given to send beyond it (`beyond_spec`)."""
+    prs = [pull_request(world.prs[pr_id], world.config.quirks) for pr_id in run.pull_request_ids]
     return {"id": run.id, "organization_id": run.organization_id, "status": run.status, "created_at": run.created_at,
             "web_url": run.web_url, "result": run.result, "summary": run.summary, "source_type": run.source_type,
-            "github_pull_requests": [pull_request(world.prs[pr_id]) for pr_id in run.pull_request_ids],
-            "metadata": run.metadata}
+            "github_pull_requests": prs, "metadata": run.metadata, **run.beyond_spec}
 
 
 def agent_run_logs(run: Run, skip: int, limit: int, reverse: bool) -> Json:

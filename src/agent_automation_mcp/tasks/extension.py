@@ -40,7 +40,7 @@ from ..tools.checks import CLOSEST_TO_CANCEL
 from ..tools.mentions import cut_to
 from ..tools.registry import all_tools
 from ..tools.results import label
-from ..tools.runs import PAUSED_SAYS, duration, run_result
+from ..tools.runs import PAUSED_SAYS, RESUME_WITH, duration, run_result
 from .ids import TaskRecord, TaskSeal
 from .listing import MAX_TTL_MS, TaskIndex
 from .notify import MAX_TASKS_PER_STREAM, ListenObserver, RunRead, RunReads
@@ -278,7 +278,7 @@ class RunTasks(Extension):
         since = f"{duration(max(0, (now_ms() - record.created_ms) // 1000))} since {record.tool} started this task."
         if waits_on_person(run.status):
             return self._offered_text(ctx, f"Run {record.run_id} is {label(run.status)}, {since} It is "
-                                           f"{PAUSED_SAYS}.")
+                                           f"{PAUSED_SAYS}{RESUME_WITH}.")
         return f"Run {record.run_id} is {label(run.status)}, {since}"
 
     def _ending(self, ctx: ServerRequestContext[Any, Any], reading: Reading) -> CallToolResult | None:

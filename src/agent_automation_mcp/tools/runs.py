@@ -70,7 +70,7 @@ WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
 Status = Annotated[str, Field(max_length=40, pattern=r"^[A-Za-z_ -]+$")]  # the service's status is an open string
 PAUSED_SAYS: Final = "paused: it moves again only when resumed"
-RESUME_WITH: Final = " with resume_agent_run"  # said after PAUSED_SAYS where the request is offered it
+RESUME_WITH: Final = "; resume it with resume_agent_run"  # said of a paused run where the request is offered it
 
 
 class PullRequestRef(Output):
