@@ -19,6 +19,7 @@ from typing import Final
 import pytest
 
 from agent_automation_mcp import trace_provider
+from agent_automation_mcp.api.statuses import STATUS_WORDS, STATUSES, STOPPED
 from agent_automation_mcp.cli import PROG, build_parser
 from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
 from agent_automation_mcp.remote.rpc_request import BODY_SECONDS, MAX_ID_CHARS, MAX_METHOD_CHARS
@@ -47,6 +48,9 @@ TOOLS_END: Final = "<!-- end of the generated tools -->"
 MISSING_BEGIN: Final = ("<!-- cannot: generated from tools/missing_actions.py by UPDATE_DOCS=1 .venv/bin/pytest "
                         "tests/test_docs.py -->")
 MISSING_END: Final = "<!-- end of the generated cannot -->"
+STATUSES_BEGIN: Final = ("<!-- statuses: generated from api/statuses.py by UPDATE_DOCS=1 .venv/bin/pytest "
+                         "tests/test_docs.py -->")
+STATUSES_END: Final = "<!-- end of the generated statuses -->"
 _ROW: Final = re.compile(r"^\| .*? \| `(\w+)` \| .*? \| (.*) \|$", re.M)
 # The budget's figures as the docs state them (`budget.Measure`: what a model reads, and the whole tools/list).
 TOKEN_FIGURES: Final = ((ROOT / "README.md", r"costs about ([\d,]+) tokens", "model_tokens"),
@@ -140,10 +144,27 @@ def missing_reference() -> str:
                         f"{_cell(action.closest)} |" for action in MISSING_ACTIONS), "", MISSING_END])
 
 
+def statuses_reference() -> str:
+    """Every status of the one table: what it means for waits, tasks and the view, and the words that find it."""
+    lines = [STATUSES_BEGIN, "", "| Status | Kind | Finished | A task ends | Reason, in words | Words that find it |",
+             "|---|---|---|---|---|---|"]
+    for status in STATUSES:
+        kind = status.kind
+        ends = "as an error" if kind.failed else ("cancelled" if kind is STOPPED else
+                                                  ("completed" if kind.finished else "no: working"))
+        if kind.waits_on_person:
+            ends = "no: working, waits for a resume"
+        words = [word for word, values in STATUS_WORDS.items() if status.value in values]
+        lines.append(f"| `{status.value}` | {kind.word} | {'yes' if kind.finished else 'no'} | {ends} | "
+                     f"{_cell(status.reason or '')} | {', '.join(words)} |")
+    return "\n".join([*lines, "", STATUSES_END])
+
+
 @pytest.mark.parametrize(("page", "begin", "end", "generate"), [
     (CONFIGURATION, BEGIN, END, flags_reference), (TOOLS, ANSWERS_BEGIN, ANSWERS_END, answers_reference),
-    (TOOLS, TOOLS_BEGIN, TOOLS_END, tools_reference), (TOOLS, MISSING_BEGIN, MISSING_END, missing_reference)],
-    ids=["flags", "answers", "tools", "cannot"])
+    (TOOLS, TOOLS_BEGIN, TOOLS_END, tools_reference), (TOOLS, MISSING_BEGIN, MISSING_END, missing_reference),
+    (TOOLS, STATUSES_BEGIN, STATUSES_END, statuses_reference)],
+    ids=["flags", "answers", "tools", "cannot", "statuses"])
 def test_the_generated_references_are_their_sources(page: Path, begin: str, end: str,
                                                     generate: Callable[[], str]) -> None:
     text = page.read_text()

@@ -18,7 +18,7 @@ from mcp import Client, MCPError
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
-RUN_WITH_PR, PR_ID, REPO_ID, RUN_WITHOUT_PR, ERROR_RUN, LONG_RUN = 401, 301, 201, 405, 404, 409
+RUN_WITH_PR, PR_ID, REPO_ID, RUN_WITHOUT_PR, ERROR_RUN, LONG_RUN, PAUSED_RUN = 401, 301, 201, 405, 404, 409, 413
 
 
 @pytest.fixture(scope="module")
@@ -108,18 +108,22 @@ async def test_status_words_people_use_find_the_runs(client: Client) -> None:
         assert set(started) <= {run["id"] for run in out["runs"]}, (words, summary)
         assert {run["status"] for run in out["runs"]} == {"ACTIVE"}
     failed, _ = await _call(client, "list_agent_runs", {"statuses": ["failed"]})
-    assert ERROR_RUN in {run["id"] for run in failed["runs"]} and {r["status"] for r in failed["runs"]} == {"ERROR"}
+    assert ERROR_RUN in {run["id"] for run in failed["runs"]}
+    assert {r["status"] for r in failed["runs"]} == {"ERROR", "TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"}
     done, _ = await _call(client, "list_agent_runs", {"statuses": ["Done"], "limit": 100})
     assert RUN_WITH_PR in {run["id"] for run in done["runs"]}
 
 
 @pytest.mark.anyio
 async def test_no_match_says_which_statuses_the_runs_have(client: Client) -> None:
-    out, summary = await _call(client, "list_agent_runs", {"statuses": ["paused"]})
+    out, summary = await _call(client, "list_agent_runs", {"statuses": ["queued"]})  # nothing is PENDING here
     assert out["runs"] == [] and "none of the" in out["note"] and "COMPLETE" in out["note"] and "COMPLETE" in summary
     schema = {tool.name: tool for tool in (await client.list_tools()).tools}["list_agent_runs"].input_schema
     listed = schema["properties"]["statuses"]["description"]
-    assert all(value in listed for value in ("ACTIVE", "COMPLETE", "ERROR", "STOPPED")), listed
+    assert all(value in listed for value in ("ACTIVE", "COMPLETE", "ERROR", "STOPPED", "PAUSED", "TIMEOUT",
+                                             "OUT_OF_TOKENS", "MAX_ITERATIONS_REACHED", "paused")), listed
+    paused, _ = await _call(client, "list_agent_runs", {"statuses": ["paused"]})
+    assert [run["id"] for run in paused["runs"]] == [PAUSED_RUN]
 
 
 @pytest.mark.anyio

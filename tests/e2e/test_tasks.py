@@ -85,7 +85,9 @@ def upstream_reads(replica: HttpServer) -> float:
 
 
 def reads_of(sandbox: SandboxServer, run_id: int) -> int:
-    return sum(1 for r in sandbox.request_log if r.method == "GET" and r.path.endswith(f"/agent/run/{run_id}"))
+    """The service's reads that can tell the run's status: of the run itself, or of the newest runs (its page)."""
+    return sum(1 for r in sandbox.request_log if r.method == "GET" and (
+        r.path.endswith(f"/agent/run/{run_id}") or r.operation == "list_agent_runs"))
 
 
 async def started(client: Client, poller: TaskPoller, tool: str = "create_agent_run",
