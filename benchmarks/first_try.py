@@ -305,6 +305,59 @@ async def faithful(model: Model, sandbox_url: str) -> list[tuple[str, bool, str]
     return out
 
 
+async def statuses(model: Model, sandbox: SandboxServer) -> list[tuple[str, bool, str]]:
+    """Issue 46: runs as the service runs them: a stuck run found, each ending explained, the paused run resumed."""
+    out: list[tuple[str, bool, str]] = [await anything_stuck(model, sandbox)]
+    for run_id, ending, words in ((410, "TIMEOUT", "out of time"), (411, "MAX_ITERATIONS_REACHED", "too many "
+                                   "iterations"), (412, "OUT_OF_TOKENS", "out of tokens"), (404, "ERROR", None),
+                                  (408, "STOPPED", None)):
+        data, text, err = await model.call("get_agent_run", agent_run_id=run_id)
+        if err or data.get("status") != ending:
+            right, said = False, f"no run {run_id} ended {ending} here: {text}"
+        elif not data.get("is_terminal"):
+            right, said = False, f"is_terminal false: the model says run {run_id} is still going"
+        elif words is not None:
+            right, said = words in (data.get("reason") or ""), (data.get("reason") or f"{ending}, no reason in words")
+        else:
+            right, said = bool(data.get("result")), f"{ending}: {data.get('result')}"
+        out.append((f"Why did run {run_id} stop?", right, said))
+    word = status_word(model, "paused", "PAUSED")
+    listed, text, _ = await model.call("list_agent_runs", statuses=[word], limit=100)
+    paused = [run["id"] for run in listed["runs"]]
+    if len(paused) != 1:
+        out.append(("Resume the paused run", False, f"statuses [{word}] found {paused}: {text}"))
+        return out
+    data, text, err = await model.call("resume_agent_run", agent_run_id=paused[0], prompt="Go on where you stopped")
+    out.append(("Resume the paused run", not err and data.get("status") == "ACTIVE", text))
+    return out
+
+
+async def anything_stuck(model: Model, sandbox: SandboxServer) -> tuple[str, bool, str]:
+    """"Is anything stuck?": the prompt whose description offers it, followed step by step; right when exactly the
+    run that has not moved for long is named, and said how long; the service reads it cost are counted."""
+    prompts = {prompt.name: prompt for prompt in (await model.client.list_prompts()).prompts}
+    offered = next((name for name, prompt in prompts.items() if "stuck" in (prompt.description or "")), None)
+    before = len(sandbox.request_log)
+    if offered is not None:
+        await model.client.get_prompt(offered, {"who": "everyone", "status": "unfinished", "limit": "50"})
+        listed, _, _ = await model.call("list_agent_runs", statuses=["unfinished"], limit=50)
+    else:  # the best a model can do: the running runs, read one by one
+        listed, _, _ = await model.call("list_agent_runs", statuses=[status_word(model, "running", "ACTIVE")],
+                                        limit=50)
+    idle: dict[int, int | None] = {}
+    for run in listed["runs"]:
+        if not run["is_terminal"]:
+            data, _, _ = await model.call("get_agent_run", agent_run_id=run["id"])
+            idle[run["id"]] = data.get("last_step_seconds") if data.get("status") != "PAUSED" else None
+    reads = len(list(sandbox.request_log)[before:])
+    stuck = sorted(run for run, seconds in idle.items() if seconds is not None and seconds > 15 * 60)
+    if all(seconds is None for seconds in idle.values()):
+        return ("Is anything stuck?", False, f"{len(idle)} runs going, nothing says when each last did anything: "
+                                             f"the model guesses ({reads} service reads)")
+    return ("Is anything stuck?", stuck == [414], f"stuck: {stuck} (last step {idle.get(414)} s ago) of "
+                                                  f"{len(idle)} unfinished runs; {reads} service reads")
+
+
 async def off_toolset(api: ApiSettings) -> tuple[str, bool, str]:
     async with Client(build_server(api, ServerSettings())) as client:
         text = client.instructions or ""
@@ -616,6 +669,7 @@ async def measure() -> list[tuple[str, bool, str]]:
             rows = await requests(model, started)
             rows += await faithful(model, sandbox.url)
             after_a_run = await cannot_rows(model) + await values_and_times(model)
+            rows += await statuses(model, sandbox)
         rows.insert(12, await off_toolset(api))
     rows += await context_requests()
     rows += after_a_run + await throttled_rows()
@@ -631,8 +685,9 @@ def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str
              "the sandbox and judges the answer it could give: **right** when it is true and complete and claims no "
              "effect the service did not report (where the tools list says the service cannot tell, saying so is "
              "right; where it says nothing, a guess is wrong even when it happens to be true). Requests 21 on are "
-             "issue 33's: what the service sends reaches the answer, what it never reports is said, and (over HTTP "
-             "too) what a connection is told. Requests 44 on are issue 47's, the questions after a run: what the "
+             "issue 33's: what the service sends reaches the answer, what it never reports is said; 37 to 43 issue "
+             "46's: runs as the service runs them (a stuck run, each ending, the paused run); 44 to 50 (over HTTP "
+             "too) what a connection is told. Requests 51 on are issue 47's, the questions after a run: what the "
              "service cannot do (merging first), a change's values, a list's times, a failure explained, a 429's "
              "answers, and sign-ins over HTTP.", "",
              f"| # | request | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}"]
