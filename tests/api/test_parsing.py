@@ -9,8 +9,8 @@ import pytest
 
 from agent_automation_mcp.api import Credentials
 from agent_automation_mcp.api.models import AgentRun, Integrations, LogPage, Repository, User
-from agent_automation_mcp.api.statuses import is_finished
 from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.api.statuses import is_finished
 from agent_automation_mcp.api.transport import parse_retry_after
 
 
