@@ -64,12 +64,14 @@ class RunStatus:
     """`read` is the one way to a run's status; `published` hears of each run read from the service on its own, and
     of each run a page shows in a status other than the last page's (listeners)."""
 
-    def __init__(self, store: SharedStore, published: Published | None = None) -> None:
+    def __init__(self, store: SharedStore, ended: Callable[[ApiError], CallToolResult],
+                 published: Published | None = None) -> None:
         self._pages: SharedCache[dict[str, Any]] = SharedCache(store, "runs-page", STATUS_ENTRIES)
         self._readings: SharedCache[dict[str, Any]] = SharedCache(store, "run-status", STATUS_ENTRIES)
         self._off_page: SharedCache[bool] = SharedCache(store, "run-off-page", STATUS_ENTRIES)
         self._shown: SharedCache[dict[str, str]] = SharedCache(store, "runs-page-shown", STATUS_ENTRIES)
         self._published = published
+        self._ended = ended  # the error result get_agent_run gives for a run that cannot be read any more
 
     async def read(self, client: AgentAutomationClient, org_id: int, run_id: int, *,
                    seconds: float = READ_SECONDS) -> Reading:
@@ -159,9 +161,7 @@ class RunStatus:
             except ApiError as exc:
                 reading = {"problem": exc.kind}
                 if isinstance(exc, FOR_GOOD):
-                    from .tools.errors import error_result  # here: the tools import this module
-
-                    reading["ended"] = error_result(exc).model_dump(mode="json", by_alias=True, exclude_none=True)
+                    reading["ended"] = self._ended(exc).model_dump(mode="json", by_alias=True, exclude_none=True)
             reading |= {"read_ms": sent, "poll_ms": POLL_MS}
             if self._published is not None:
                 await self._published(org_id, run_id, reading)

@@ -338,7 +338,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         except ToolError as exc:
             error = _tool_error(name, exc)
         offered = self._offered_to(context.headers if context is not None else None)
-        return error_result(error, lambda hint: cut_to(hint, offered))
+        return error_result(error, lambda hint: cut_to(hint, offered), self.tool_specs)
 
 
 def _log_request(method: str, tool: str | None, outcome: str, tenant: str | None, seconds: float) -> None:
@@ -398,7 +398,8 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
     api = server.api_settings
     async with ApiTransport(api, create_pacer(api, store=server.shared), observer=server.observer) as transport:
         server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
-                                   organizations=OrganizationCache(server.shared), statuses=server.tasks.status)
+                                   organizations=OrganizationCache(server.shared), statuses=server.tasks.status,
+                                   offered_to=server._offered_to)
         try:
             async with server.tasks.reads.relaying():  # the other replicas' run reads, for listen streams
                 yield server.state

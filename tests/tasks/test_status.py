@@ -18,6 +18,7 @@ from agent_automation_mcp.caching import SharedStore
 from agent_automation_mcp.run_status import Reading, RunStatus, now_ms
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer, ids
 from agent_automation_mcp.tasks.listing import MAX_TASKS, PAGE_TASKS, TaskIndex
+from agent_automation_mcp.tools.errors import error_result
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ async def test_fifty_polls_of_ten_runs_cost_one_read_of_the_newest_runs(sandbox:
         published.append((org, run, reading))
 
     runs = [(await client.create_agent_run(f"Read me once, {n}")).id for n in range(10)]
-    status = RunStatus(SharedStore(), heard)
+    status = RunStatus(SharedStore(), error_result, heard)
     before = len(sandbox.request_log)
     readings: dict[int, list[Reading]] = {run: [] for run in runs}
     async with anyio.create_task_group() as group:
@@ -79,7 +80,7 @@ async def test_a_status_a_page_shows_changed_is_published_once(sandbox: SandboxS
         published.append((org, run, reading["run"]["status"]))
 
     watched, other = (await client.create_agent_run("Watch me")).id, (await client.create_agent_run("Not me")).id
-    status = RunStatus(SharedStore(), heard)
+    status = RunStatus(SharedStore(), error_result, heard)
     await status.read(client, sandbox.org_id, watched)
     httpx2.post(f"{sandbox.url}/_sandbox/runs/{watched}/end", json={"status": "OUT_OF_TOKENS"})
     for _ in range(3):
@@ -93,7 +94,7 @@ async def test_a_run_older_than_the_page_is_read_on_its_own_and_not_looked_for_t
         sandbox: SandboxServer, client: AgentAutomationClient, short_interval: float,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_status, "PAGE_RUNS", 3)  # the page: the three newest runs; 401 is far older
-    status = RunStatus(SharedStore())
+    status = RunStatus(SharedStore(), error_result)
     before = len(sandbox.request_log)
     first = await status.read(client, sandbox.org_id, ids.RUN_WITH_PR_ID)
     await anyio.sleep(short_interval * 1.2)
@@ -105,7 +106,7 @@ async def test_a_run_older_than_the_page_is_read_on_its_own_and_not_looked_for_t
 @pytest.mark.anyio
 async def test_a_start_is_never_overtaken_by_a_page_read_before_it(sandbox: SandboxServer,
                                                                    client: AgentAutomationClient) -> None:
-    status = RunStatus(SharedStore())
+    status = RunStatus(SharedStore(), error_result)
     await status.read(client, sandbox.org_id, ids.RUN_WITH_PR_ID)  # a page, 401 COMPLETE in it, for 5 s
     sent = run_status.now_ms()
     resumed = await client.resume_agent_run(ids.RUN_WITH_PR_ID, "Once more")
@@ -136,7 +137,7 @@ async def test_a_tokens_task_list_is_its_own_newest_first_and_bounded() -> None:
 async def test_errors_are_shared_like_a_status_and_a_gone_run_ends_the_task(sandbox: SandboxServer,
                                                                           client: AgentAutomationClient) -> None:
     run = await client.create_agent_run("Fail to read me")
-    status = RunStatus(SharedStore())
+    status = RunStatus(SharedStore(), error_result)
     before = len(sandbox.request_log)
     sandbox.faults.error_rate, sandbox.faults.operations = 1.0, frozenset({"get_agent_run", "list_agent_runs"})
     try:

@@ -37,6 +37,7 @@ from ..run_status import POLL_SECONDS, READ_SECONDS, Reading, RunStatus, now_ms,
 from ..tenancy import tenant_key
 from ..tools.callers import CALL_SECONDS, ServerState, client_for, slot_waited
 from ..tools.checks import CLOSEST_TO_CANCEL
+from ..tools.errors import error_result
 from ..tools.mentions import cut_to
 from ..tools.registry import all_tools
 from ..tools.results import label
@@ -84,7 +85,8 @@ class RunTasks(Extension):
         self.offered_to = offered_to  # the tools a request (its headers) is offered: what its messages may name
         self.seal = TaskSeal(keys)
         self.reads = RunReads(store, observer)
-        self.status = RunStatus(store, lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
+        self.status = RunStatus(store, error_result,
+                                lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
         self.index = TaskIndex(store)
         self._cancel_asked: SharedCache[bool] = SharedCache(store, "task-cancel", 10_000)
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
+from mcp import MCPError
 from mcp.server.mcpserver import Context
 
 from .. import tracing
@@ -249,6 +250,8 @@ class ServerState:
     settings: ServerSettings
     organizations: OrganizationCache = field(default_factory=OrganizationCache)
     statuses: RunStatus | None = None  # the one reader of runs' statuses (run_status.py); the server always has one
+    # The tools a request (its headers) is offered: the server's, narrowed by X-MCP-* (a result names only these).
+    offered_to: Callable[[Any], frozenset[str]] = lambda headers: frozenset()
 
 
 def state_of(ctx: Context[Any, Any]) -> ServerState:
@@ -258,15 +261,13 @@ def state_of(ctx: Context[Any, Any]) -> ServerState:
 def offers(ctx: Context[Any, Any], tool: str) -> bool:
     """Whether this call's request is offered `tool` (the server's toolsets, narrowed by its headers): a result
     names only tools the model can call."""
-    from .registry import narrowed, offered_names  # the registry imports every toolset, which import this module
-
     try:
         headers = ctx.headers
     except ValueError:  # called outside a request: the server's own tools
         headers = None
     try:
-        return tool in offered_names(narrowed(state_of(ctx).settings, headers))
-    except HeaderError:
+        return tool in state_of(ctx).offered_to(headers)
+    except MCPError:  # unreadable X-MCP-* headers (refused before any tool runs over HTTP)
         return False
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from mcp import MCPError
@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ..api.errors import ApiError, InvalidRequestError, NotFoundError, RateLimitError
 from ..api.text import visible, visible_tree
+from .declarations import ToolSpec
 
 
 class InternalError(ApiError):
@@ -59,10 +60,12 @@ NOT_FOUND_HINT: Final = ("Check the ids: list_organizations, list_repositories, 
                          "valid ones.")
 
 
-def error_result(error: ApiError, fit: Callable[[str], str] | None = None) -> CallToolResult:
+def error_result(error: ApiError, fit: Callable[[str], str] | None = None,
+                 tools: Sequence[ToolSpec] = ()) -> CallToolResult:
     """The result for `error`, its hint passed through `fit` (the server cuts it to the tools the request is offered:
-    a hint that sends a model to a tool it cannot call leads it into a refusal)."""
-    body = _body(error, fit)
+    a hint that sends a model to a tool it cannot call leads it into a refusal); a rate limit's hint names which of
+    the server's `tools` count against it."""
+    body = _body(error, fit, tools)
     return CallToolResult(is_error=True, structured_content={"error": body},
                           content=[TextContent(type="text", text=_one_line(body))])
 
@@ -70,16 +73,16 @@ def error_result(error: ApiError, fit: Callable[[str], str] | None = None) -> Ca
 def protocol_error(error: ApiError) -> MCPError:
     """`error` answering a protocol request that has no tool result to hold it (a task method): a JSON-RPC error
     whose message is the one line a tool result's text would be, and whose `data` is the one error shape."""
-    body = _body(error, None)
+    body = _body(error, None, ())
     return MCPError(code=REFUSED, message=_one_line(body), data={"error": body})
 
 
-def _body(error: ApiError, fit: Callable[[str], str] | None) -> dict[str, Any]:
+def _body(error: ApiError, fit: Callable[[str], str] | None, tools: Sequence[ToolSpec]) -> dict[str, Any]:
     if isinstance(error, NotFoundError) and error.hint == NotFoundError.default_hint:
         error.hint = NOT_FOUND_HINTS.get(error.operation or "", NOT_FOUND_HINT)
     hint = error.hint
-    if isinstance(error, RateLimitError) and error.shared_by:
-        hint = f"{hint} {sharing(error.shared_by)}"
+    if isinstance(error, RateLimitError) and error.shared_by and tools:
+        hint = f"{hint} {sharing(error.shared_by, tools)}"
     if fit is not None:
         hint = fit(hint) or type(error).default_hint
     body: dict[str, Any] = {"kind": error.kind, "status": error.status, "message": error.message}
@@ -91,12 +94,9 @@ def _body(error: ApiError, fit: Callable[[str], str] | None) -> dict[str, Any]:
     return visible_tree(body)
 
 
-def sharing(shared_by: dict[str, frozenset[str]]) -> str:
-    """Which tools count against each limit (`RateLimitError.shared_by`: its operations): the other tools a refusal
-    holds back too. Every tool counts against `standard`."""
-    from .registry import all_tools  # loaded at the first refusal: the registry imports every toolset, this among them
-
-    tools = all_tools()
+def sharing(shared_by: dict[str, frozenset[str]], tools: Sequence[ToolSpec]) -> str:
+    """Which of `tools` count against each limit (`RateLimitError.shared_by`: its operations): the other tools a
+    refusal holds back too. Every tool counts against `standard`."""
     said = []
     for limit, operations in shared_by.items():
         counted = [spec.name for spec in tools if operations & set(spec.operations)]
