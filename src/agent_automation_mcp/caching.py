@@ -59,6 +59,11 @@ class ExpiringCache(Generic[V]):
     def discard(self, key: str) -> None:
         self._entries.pop(key, None)
 
+    def items(self) -> list[tuple[str, V, float]]:
+        """Every live entry: its key, value and seconds left."""
+        now = self._clock()
+        return [(key, value, until - now) for key, (until, value) in self._entries.items() if until > now]
+
     def clear(self) -> None:
         self._entries.clear()
 

@@ -3,9 +3,11 @@ class with its table (`settings_table.Setting` rows), and `SETTINGS`, every tabl
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from .api.settings import API_SETTINGS, ApiSettings, parse_flag
@@ -90,6 +92,72 @@ def parse_state_keys(value: str | None) -> tuple[str, ...]:
     return keys
 
 
+def parse_instant(value: str) -> float:
+    """A moment, as ISO 8601 with its zone (`2026-03-01T09:30:00Z`) or Unix seconds; `ValueError` says the form."""
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ValueError(f"a time is ISO 8601 with its zone, like 2026-03-01T09:30:00Z (date -u +%FT%TZ prints now), "
+                         f"or Unix seconds; got {value!r}")
+    return moment.timestamp()
+
+
+def parse_ended_users(value: str | None) -> tuple[tuple[int, float], ...]:
+    """`USER_ID@TIME` entries, comma-separated: the sign-ins each Codegen user made before that time have ended."""
+    ended = []
+    for entry in parse_list(value):
+        user, at, moment = entry.partition("@")
+        if not at or not user.strip().isdigit():
+            raise ValueError(f"AGENT_AUTOMATION_OAUTH_ENDED_USERS (--oauth-end-user) lists USER_ID@TIME entries, a "
+                             f"Codegen user id and a time, like 123@2026-03-01T09:30:00Z; got {entry!r}")
+        ended.append((int(user), parse_instant(moment)))
+    return tuple(ended)
+
+
+def parse_networks(value: str | None) -> tuple[str, ...]:
+    """Networks (`198.51.100.0/24`, `2001:db8::/48`) or single addresses, as their canonical text."""
+    networks = []
+    for entry in parse_list(value):
+        try:
+            networks.append(str(ipaddress.ip_network(entry, strict=False)))
+        except ValueError:
+            raise ValueError(f"AGENT_AUTOMATION_VOUCHED_NETWORKS (--vouched-network) lists networks like "
+                             f"198.51.100.0/24 or addresses; got {entry!r}") from None
+    return tuple(networks)
+
+
+ANY_REDIRECT_HOST: Final = "*"  # AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS: any host, each one warned about
+# Where the chat apps send a person back after signing in (their redirect URIs' hosts), and this machine: what a
+# company deployment accepts unless its operator says otherwise.
+CHAT_APP_REDIRECT_HOSTS: Final = ("claude.ai", "claude.com", "chatgpt.com", "chat.openai.com", "vscode.dev",
+                                  "insiders.vscode.dev", "127.0.0.1", "::1", "localhost")
+
+
+def parse_redirect_hosts(value: str | None) -> tuple[str, ...]:
+    """Host names (no scheme, port or path), lower case, or `*` among them for any other host too."""
+    hosts = tuple(host.lower().strip("[]") for host in parse_list(value))
+    for host in hosts:
+        if host != ANY_REDIRECT_HOST and (any(c in host for c in "/@ ") or (":" in host and not _is_address(host))):
+            raise ValueError(f"AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS (--oauth-redirect-host) lists host names, like "
+                             f"claude.ai, or * for any; got {host!r}")
+    return hosts
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 EVERY_ORGANIZATION: Final = "*"  # AGENT_AUTOMATION_ALLOWED_ORGS: every organisation, on purpose
 
 
@@ -129,6 +197,7 @@ class RemoteSettings:
     token_checks_total: int = DEFAULT_TOKEN_CHECKS_TOTAL
     requests_per_token: int = DEFAULT_REQUESTS_PER_TOKEN  # task and completion requests a minute (remote/gate.py)
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
+    vouched_networks: tuple[str, ...] = ()  # the company's egress networks: they spend no budget's total
     # The organisations served (remote/organizations.py); None: every one, as `*` says; empty: not said, which only
     # loopback accepts (cli.require_allowed_orgs)
     allowed_orgs: tuple[int, ...] | None = ()
@@ -139,6 +208,10 @@ class RemoteSettings:
     oauth_keys: tuple[str, ...] = field(default=(), repr=False)
     oauth_signins: int = DEFAULT_OAUTH_SIGNINS
     oauth_trusted_client_hosts: tuple[str, ...] = ()  # host:port whose client_id URLs may be private (tests)
+    oauth_redirect_hosts: tuple[str, ...] = CHAT_APP_REDIRECT_HOSTS  # where apps may send a person back; * any
+    # The operator's ends of sign-ins (remote/oauth/cutoffs.py): every one made before a time, and per person
+    oauth_ended_before: float | None = None
+    oauth_ended_users: tuple[tuple[int, float], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RemoteSettings:
@@ -202,6 +275,11 @@ REMOTE_SETTINGS: Final = (
             repeatable=True, metavar="ADDRESS[/BITS]",
             help="HTTP: a proxy (address or network) whose X-Forwarded-For names the client, as a balancer in front "
                  "of the replicas; repeatable", note="default: none, the socket's peer is the client"),
+    Setting("vouched_networks", ("AGENT_AUTOMATION_VOUCHED_NETWORKS",), plain(parse_networks),
+            flag="--vouched-network", repeatable=True, metavar="NETWORK",
+            help="HTTP: a network the company's people come from (its egress, e.g. 198.51.100.0/24): it never spends "
+                 "the strangers' totals of token checks, so no flood from elsewhere refuses a colleague there; "
+                 "repeatable", note="default: none; networks an accepted token came from this week are vouched too"),
     Setting("allowed_orgs", ("AGENT_AUTOMATION_ALLOWED_ORGS",), plain(parse_org_ids), flag="--allowed-org",
             repeatable=True, metavar="ORG_ID",
             help="HTTP: serve only tokens of this Codegen organisation (others get 403, and a request naming another "
@@ -213,6 +291,20 @@ REMOTE_SETTINGS: Final = (
     Setting("oauth_keys", ("AGENT_AUTOMATION_OAUTH_KEYS",), plain(parse_list)),
     Setting("oauth_signins", ("AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE",), Number(int, 1)),
     Setting("oauth_trusted_client_hosts", ("AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS",), plain(parse_list)),
+    Setting("oauth_redirect_hosts", ("AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS",), plain(parse_redirect_hosts),
+            flag="--oauth-redirect-host", repeatable=True, metavar="HOST",
+            help="HTTP with --auth oauth: a host apps may send a person back to after signing in (their redirect "
+                 "URIs'); an app registering another is refused; * for any host, with a warning at start and on the "
+                 "consent page; repeatable",
+            note=f"default: the chat apps' and this machine's ({', '.join(CHAT_APP_REDIRECT_HOSTS)})"),
+    Setting("oauth_ended_before", ("AGENT_AUTOMATION_OAUTH_ENDED_BEFORE",), plain(parse_instant),
+            flag="--oauth-ended-before", metavar="TIME",
+            help="HTTP with --auth oauth: every sign-in made before this time has ended (ISO 8601 with its zone, "
+                 "or Unix seconds), whatever Redis holds; its people sign in again", note="default: none"),
+    Setting("oauth_ended_users", ("AGENT_AUTOMATION_OAUTH_ENDED_USERS",), plain(parse_ended_users),
+            flag="--oauth-end-user", repeatable=True, metavar="USER_ID@TIME",
+            help="HTTP with --auth oauth: every sign-in this Codegen user made before this time has ended, whatever "
+                 "Redis holds; repeatable", note="default: none"),
 )
 
 

@@ -241,15 +241,21 @@ def test_revoking_the_access_token_ends_the_refresh_token_too(flow: RawFlow) -> 
     assert flow.revoke("aamcp_at_unknown", client_id).status_code == 200  # RFC 7009: unknown is no error
 
 
-def test_a_refresh_token_used_twice_ends_the_whole_sign_in(flow: RawFlow) -> None:
+def test_a_refresh_token_retried_at_once_gets_the_same_pair_and_used_again_later_ends_the_whole_sign_in(
+        flow: RawFlow) -> None:
+    """A client whose refresh answer was lost sends it again: it gets the pair the first got (the sign-in ended
+    before). A spent token presented after its pair was refreshed in turn is a copy someone else holds."""
     client_id = flow.register()
     first = flow.tokens(client_id, ALICE)
     second = flow.refresh(client_id, first["refresh_token"]).json()
+    retried = flow.refresh(client_id, first["refresh_token"])
+    assert retried.status_code == 200 and retried.json() == second
     assert flow.mcp_status(second["access_token"]).status_code == 200
+    third = flow.refresh(client_id, second["refresh_token"]).json()
     replay = flow.refresh(client_id, first["refresh_token"])
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
-    assert flow.mcp_status(second["access_token"]).status_code == 401
-    assert flow.refresh(client_id, second["refresh_token"]).json()["error"] == "invalid_grant"
+    assert flow.mcp_status(third["access_token"]).status_code == 401
+    assert flow.refresh(client_id, third["refresh_token"]).json()["error"] == "invalid_grant"
 
 
 def test_the_consent_form_needs_its_csrf_value_and_the_browser_that_fetched_it(server: HttpServer,
@@ -326,3 +332,37 @@ def test_a_sign_in_spends_no_check_of_strangers_tokens(sandbox: SandboxServer) -
         assert flow.mcp_status(tokens["access_token"]).status_code == 200  # DORA's first check at /mcp
     finally:
         server.stop()
+
+
+def test_the_same_consent_form_posted_twice_gives_one_code(flow: RawFlow) -> None:
+    client_id = flow.register()
+    page = flow.consent_page(client_id, pkce()[1])
+    first, second = flow.approve(page, ALICE), flow.approve(page, ALICE)
+    assert first.status_code == 303 and "code" in query_of(first.headers["location"])
+    assert second.status_code == 400 and "was used already" in second.text and "location" not in second.headers
+
+
+def test_an_app_returning_elsewhere_than_the_chat_apps_is_refused_and_with_any_host_allowed_it_is_warned_about(
+        server: HttpServer, sandbox: SandboxServer) -> None:
+    """Anyone may register an app named "Claude": by default it may send people back only to the chat apps' hosts
+    (and this machine), so a stranger's copy gets no consent page of the company's."""
+    body = {"redirect_uris": ["https://claude.evil.example/api/mcp/auth_callback"], "client_name": "Claude"}
+    refused = httpx2.post(f"{server.origin}/register", json=body)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_redirect_uri"
+    assert "claude.evil.example" in refused.json()["error_description"]
+    real = httpx2.post(f"{server.origin}/register", json=body | {
+        "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"]})
+    assert real.status_code == 201
+    page = RawFlow(server.origin).consent_page(real.json()["client_id"], pkce()[1],
+                                               redirect_uri="https://claude.ai/api/mcp/auth_callback")
+    assert page.status_code == 200 and "does not know" not in page.text
+    anywhere = oauth_server(sandbox, AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS="*")
+    try:
+        flow = RawFlow(anywhere.origin)
+        client_id = flow.http.post(f"{anywhere.origin}/register", json=body).json()["client_id"]
+        warned = flow.consent_page(client_id, pkce()[1], redirect_uri=body["redirect_uris"][0])
+        assert RawFlow(server.origin).consent_page(client_id, pkce()[1]).status_code == 400  # not known there
+    finally:
+        stderr = anywhere.stop()
+    assert warned.status_code == 200 and "does not know <strong>claude.evil.example</strong>" in warned.text
+    assert "AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS allows any host" in stderr

@@ -144,7 +144,7 @@ def test_registrations_are_bounded_per_address_even_with_a_spoofed_forwarded_for
                                                                        headers=_spoofed(i)).status_code)
     assert statuses.count(201) <= REGISTRATIONS and statuses.count(429) >= 2 * REGISTRATIONS
     assert RawFlow(fleet.other_origin).http.post(f"{fleet.other_origin}/register", json=body).status_code == 201
-    large = {**body, "redirect_uris": [f"https://app.example/{i}/{'x' * 1900}" for i in range(10)]}
+    large = {**body, "redirect_uris": [f"https://claude.ai/{i}/{'x' * 1900}" for i in range(10)]}
     refused = RawFlow(fleet.other_origin).http.post(f"{fleet.other_origin}/register", json=large)
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata"
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from cryptography.fernet import Fernet
@@ -16,11 +17,18 @@ from mcp.shared.auth import OAuthClientInformationFull
 from agent_automation_mcp.caching import SharedStore
 from agent_automation_mcp.redis_pool import redis_client
 from agent_automation_mcp.remote.oauth.clients import CLIENT_PREFIX, MAX_CLIENT_ID_CHARS, Clients
+from agent_automation_mcp.remote.oauth.cutoffs import Cutoffs
 from agent_automation_mcp.remote.oauth.documents import MetadataDocuments
 from agent_automation_mcp.remote.oauth.grants import Grants
 from agent_automation_mcp.remote.oauth.sealing import Sealer
-from agent_automation_mcp.remote.oauth.store import MemoryStore, RedisStore, Store, StoreUnavailable
-from agent_automation_mcp.remote.oauth.tokens import ACCESS_SECONDS, REFRESH_PREFIX, REFRESH_SECONDS, TokenSeal
+from agent_automation_mcp.remote.oauth.store import RETRY_SECONDS, MemoryStore, RedisStore, Store, StoreUnavailable
+from agent_automation_mcp.remote.oauth.tokens import (
+    ACCESS_SECONDS,
+    CLOCK_LEEWAY,
+    REFRESH_PREFIX,
+    REFRESH_SECONDS,
+    TokenSeal,
+)
 from ports import free_port
 
 RESOURCE = "https://mcp.example.com/mcp"
@@ -38,7 +46,7 @@ async def signed_in(grants: Grants, scopes: list[str] | None = None, client_id: 
     """The tokens of a sign-in made as the consent page makes one (a code, then its exchange)."""
     code = await grants.issue_code(client_id=client_id, redirect_uri="https://app.example/cb",
                                    code_challenge="x" * 43, scopes=scopes or [], service_token="tok-service",
-                                   org_id=1)
+                                   org_id=1, user=7)
     pending = await grants.pending_code(code)
     assert pending is not None
     tokens = await grants.redeem(pending)
@@ -57,6 +65,16 @@ async def refreshed(grants: Grants, refresh_token: str, client_id: str = CLIENT)
 async def service_token(grants: Grants, access_token: str) -> str | None:
     opened = await grants.signed_in(access_token)
     return opened.service_token if opened is not None else None
+
+
+class _Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class _Later:
@@ -81,10 +99,13 @@ async def test_a_sign_in_goes_on_when_its_store_comes_back_empty_and_a_spent_tok
     grants = grants_on(MemoryStore())
     first = await signed_in(grants)
     second = await refreshed(grants, first["refresh"])
-    after = grants_on(MemoryStore())  # the same keys, the store empty
+    clock = _Clock()
+    after = grants_on(MemoryStore(clock=clock))  # the same keys, the store empty
     assert await service_token(after, second["access"]) == "tok-service"
     third = await refreshed(after, second["refresh"])  # the chain starts again from this step
     assert await service_token(after, third["access"]) == "tok-service"
+    assert await refreshed(after, second["refresh"]) == third  # retried at once: the same pair
+    clock.now += RETRY_SECONDS
     assert await after.is_live(third["refresh"]) and not await after.is_live(second["refresh"])  # spent: budgeted
     replay = await after.refresh_token(CLIENT, second["refresh"])
     assert replay is not None and replay.grant.sealed_token not in repr(replay)
@@ -132,16 +153,20 @@ async def test_a_token_opens_only_as_what_it_was_issued_for_unaltered_at_its_own
 
 
 @pytest.mark.anyio
-async def test_an_access_token_ends_after_its_hour_and_a_refresh_token_after_30_unused_days(
+async def test_an_access_token_ends_after_its_hour_and_a_refresh_token_after_30_unused_days_with_a_minute_to_spare(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica whose clock is up to a minute ahead of the one that issued a token still honours it."""
     grants = grants_on(MemoryStore())
     tokens = await signed_in(grants)
     with monkeypatch.context() as later:
-        later.setattr("agent_automation_mcp.remote.oauth.grants.time", _Later(ACCESS_SECONDS + 1))
+        later.setattr("agent_automation_mcp.remote.oauth.grants.time", _Later(ACCESS_SECONDS + CLOCK_LEEWAY - 5))
+        assert await service_token(grants, tokens["access"]) == "tok-service"
+        later.setattr("agent_automation_mcp.remote.oauth.grants.time", _Later(ACCESS_SECONDS + CLOCK_LEEWAY + 1))
         assert await grants.signed_in(tokens["access"]) is None
         fresh = await refreshed(grants, tokens["refresh"])
         assert await service_token(grants, fresh["access"]) == "tok-service"
-        later.setattr("agent_automation_mcp.remote.oauth.grants.time", _Later(ACCESS_SECONDS + REFRESH_SECONDS))
+        later.setattr("agent_automation_mcp.remote.oauth.grants.time",
+                      _Later(ACCESS_SECONDS + REFRESH_SECONDS + CLOCK_LEEWAY))
         assert await grants.refresh_token(CLIENT, tokens["refresh"]) is None
         assert not await grants.is_live(tokens["refresh"])
 
@@ -252,7 +277,7 @@ async def test_a_registration_is_its_client_id_bound_to_this_deployment_and_boun
     store = MemoryStore()
     clients = Clients([STATE], RESOURCE, store, MetadataDocuments(store))
     client = OAuthClientInformationFull(client_id="from-the-sdk", client_secret="s3cret", client_name="App",
-                                        redirect_uris=["https://app.example/cb"],  # type: ignore[list-item]
+                                        redirect_uris=["https://claude.ai/cb"],  # type: ignore[list-item]
                                         token_endpoint_auth_method="client_secret_post")
     clients.register(client)
     assert client.client_id.startswith(CLIENT_PREFIX) and len(client.client_id) < MAX_CLIENT_ID_CHARS
@@ -265,7 +290,46 @@ async def test_a_registration_is_its_client_id_bound_to_this_deployment_and_boun
     altered = client.client_id[:-2] + ("AA" if client.client_id[-2:] != "AA" else "BB")
     assert await clients.get(altered) is None
     big = OAuthClientInformationFull(client_id="x", redirect_uris=[  # type: ignore[list-item]
-        f"https://app.example/{n}/{'p' * 480}" for n in range(10)])
+        f"https://claude.ai/{n}/{'p' * 480}" for n in range(10)])
     with pytest.raises(RegistrationError, match="larger than"):
         clients.register(big)
 
+
+
+@pytest.mark.anyio
+async def test_the_state_key_alone_cannot_revive_a_revoked_grant_under_another_id_or_time() -> None:
+    """Whoever holds a state key can open a token and seal its contents again; the sign-in keys bind the service
+    token to its grant's id, start and person, so a revoked grant re-sealed as a new one, or as a newer one, is dead."""
+    grants = grants_on(MemoryStore())
+    tokens = await signed_in(grants)
+    await grants.revoke(tokens["access"])
+    seal = TokenSeal([STATE], RESOURCE)
+    opened = seal.open("aamcp_at_", tokens["access"], time.time())
+    assert opened is not None
+    revived = seal.seal("aamcp_at_", replace(opened.grant, id="a-new-grant-id"), int(time.time()) + 3600)
+    assert await grants.signed_in(revived) is None
+    fresh = await signed_in(grants)  # a live grant's token still opens, re-sealed as it was
+    live = seal.open("aamcp_at_", fresh["access"], time.time())
+    assert live is not None
+    assert await service_token(grants, seal.seal("aamcp_at_", live.grant, int(time.time()) + 60)) == "tok-service"
+
+
+@pytest.mark.anyio
+async def test_the_operators_ends_by_time_and_by_person_hold_without_any_store() -> None:
+    store = MemoryStore()
+    before = await signed_in(grants_on(store))  # a sign-in of user 7
+    made = time.time()
+    for cutoffs, ended in ((Cutoffs(before=made + 1), True), (Cutoffs(before=made - 60), False),
+                           (Cutoffs(users={7: made + 1}), True), (Cutoffs(users={8: made + 1}), False),
+                           (Cutoffs(users={7: made - 60}), False)):
+        grants = Grants(MemoryStore(), Sealer([OLD]), TokenSeal([STATE], RESOURCE), cutoffs)  # an empty store
+        assert (await grants.signed_in(before["access"]) is None) is ended, cutoffs
+        refresh = await grants.refresh_token(CLIENT, before["refresh"])
+        assert refresh is not None
+        if ended:
+            with pytest.raises(TokenError, match="has ended"):
+                await grants.rotate(refresh)
+        else:
+            assert (await grants.rotate(refresh)).access_token
+    grants = Grants(store, Sealer([OLD]), TokenSeal([STATE], RESOURCE), Cutoffs(before=made + 1))
+    assert await service_token(grants, (await signed_in(grants))["access"]) is None  # made "now", before the cut-off

@@ -1,15 +1,19 @@
 """What a client's metadata must satisfy, registered or fetched: redirect URIs `https`, or `http` to this
 machine's loopback (a native app's local listener), never with a fragment or credentials, compared exactly;
-a bounded name and scope."""
+a bounded name and scope. And where this deployment lets apps send a person back (`RedirectHosts`): anyone may
+register an app named "Claude", so a company deployment returns sign-ins only to the chat apps it uses."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
 from mcp.server.auth.provider import RegistrationError
 from mcp.shared.auth import OAuthClientInformationFull
 
+from ...config import ANY_REDIRECT_HOST, CHAT_APP_REDIRECT_HOSTS
 from .preflight import LOOPBACK_HOSTS
 
 MAX_URI_CHARS: Final = 2000
@@ -50,3 +54,34 @@ def check_metadata(client: OAuthClientInformationFull) -> None:
         raise RegistrationError("invalid_client_metadata", f"client_name is at most {MAX_NAME_CHARS} characters")
     if len(client.scope or "") > 1000:
         raise RegistrationError("invalid_client_metadata", "scope is too long")
+
+
+@dataclass(frozen=True, slots=True)
+class RedirectHosts:
+    """The hosts apps may send a person back to (`AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS`); `*` among them: any host,
+    each one not named warned about on the consent page."""
+
+    named: frozenset[str] = frozenset(CHAT_APP_REDIRECT_HOSTS)
+
+    @classmethod
+    def of(cls, hosts: Iterable[str]) -> RedirectHosts:
+        return cls(frozenset(hosts))
+
+    @property
+    def any(self) -> bool:
+        return ANY_REDIRECT_HOST in self.named
+
+    def names(self, uri: str) -> bool:
+        """Whether the operator named the host of `uri` (or it is this machine's)."""
+        host = (urlsplit(uri).hostname or "").lower()
+        return host in self.named or host in LOOPBACK_HOSTS
+
+    def problem(self, uris: Iterable[str]) -> str | None:
+        """Why a client with these redirect URIs may not sign in here, or None."""
+        if self.any:
+            return None
+        refused = sorted({urlsplit(uri).hostname or "" for uri in uris if not self.names(uri)})
+        if not refused:
+            return None
+        return (f"this server sends people back only to {', '.join(sorted(self.named))} after signing in, not to "
+                f"{', '.join(refused)} (its operator may add a host to AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS)")

@@ -31,7 +31,7 @@ from mcp.shared.auth import OAuthClientInformationFull
 from starlette.requests import Request
 
 from ...state_seal import StateSeal, sealed_chars
-from .client_rules import check_metadata
+from .client_rules import RedirectHosts, check_metadata
 from .documents import MetadataDocuments, is_document_url
 from .legacy import LegacyClients
 from .store import Store, StoreUnavailable
@@ -47,9 +47,11 @@ def _secret_hash(secret: str) -> str:
 
 
 class Clients:
-    def __init__(self, keys: Sequence[str], resource: str, store: Store, documents: MetadataDocuments) -> None:
+    def __init__(self, keys: Sequence[str], resource: str, store: Store, documents: MetadataDocuments,
+                 redirect_hosts: RedirectHosts | None = None) -> None:
         self._seal = StateSeal(keys, PURPOSE)
         self.resource = resource
+        self.redirect_hosts = redirect_hosts or RedirectHosts()
         self.documents = documents
         self.legacy = LegacyClients(store)
 
@@ -70,6 +72,9 @@ class Clients:
     def register(self, client: OAuthClientInformationFull) -> None:
         """Check a registration and name the client: its id is its record, sealed."""
         check_metadata(client)
+        problem = self.redirect_hosts.problem(str(uri) for uri in client.redirect_uris or [])
+        if problem is not None:
+            raise RegistrationError("invalid_redirect_uri", problem)
         stored = client.model_copy(update={
             "client_secret": _secret_hash(client.client_secret) if client.client_secret else None})
         record = stored.model_dump_json(exclude_none=True, exclude={"client_id"}).encode()

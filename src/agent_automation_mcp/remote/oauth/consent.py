@@ -38,6 +38,7 @@ class ConsentForm:
     error: str | None = None
     organizations: Sequence[tuple[int, str | None]] = ()  # non-empty: the step that asks which organisation
     read_only: bool = False  # the app asked for the read-only scope: the box starts ticked
+    unnamed_host: bool = False  # the redirect host is not one the operator named (they allow any): warned about
 
 
 def page_headers(nonce: str) -> dict[str, str]:
@@ -80,13 +81,18 @@ def consent_page(form: ConsentForm, nonce: str) -> str:
               "<small>The app may read runs, logs and settings, but never start, change or delete anything "
               "(its tool list holds no such tool). Choose this for a chat app you do not want to act for you."
               "</small>")
+    warning = ("" if not form.unnamed_host else
+               '<p class="error" role="alert">This server does not know '
+               f"<strong>{escape(form.redirect_host)}</strong>: any app may call itself by any name. Approve only if "
+               "you started this sign-in yourself, from an app you trust, and it is the address you expect to go back "
+               "to.</p>")
     source = (f" (described by <strong>{escape(form.document_host)}</strong>)" if form.document_host
               else " (a name the app gave itself)")
     body = (
         "<main><h1>Sign in to Agent Automation</h1>"
         f'<p class="who"><strong>{escape(form.client_name)}</strong>{source} wants to use your Codegen account '
         f"through this server. After you approve, you go back to <strong>{escape(form.redirect_host)}</strong>.</p>"
-        f"{error}"
+        f"{warning}{error}"
         '<form method="post" action="/authorize">'
         f'<input type="hidden" name="request" value="{escape(form.request)}">'
         f'<input type="hidden" name="csrf" value="{escape(form.csrf)}">{field}{access}'

@@ -59,6 +59,11 @@ CSRF_COOKIE: Final = "aamcp_csrf"
 CHECK_SECONDS: Final = 10.0
 MAX_STATE_CHARS: Final = 1000
 Handler = Callable[[Request], Awaitable[Response]]
+PAGE_GONE: Final = "This sign-in page has expired, or was used already (the app has its answer)."
+UNSHARED_REVOCATION: Final = (
+    "The sign-in is ended on the replica that answered, but the store the replicas share is unreachable: the others "
+    "still honour its tokens (an access token for at most an hour) until it answers again, when the end reaches them "
+    "all. Send the revocation again in a few seconds to be sure.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,14 @@ class Unusable:
 
     reason: str
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usable:
+    """A pasted token the service accepts: whose it is, and the organisations it sees that this server serves."""
+
+    user: int | None
+    organizations: list[tuple[int, str | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +187,12 @@ class Endpoints:
         if not isinstance(token, str) or not token:
             return JSONResponse({"error": "invalid_request", "error_description": "token is required"},
                                 status_code=400)
-        await self.grants.revoke(token)
+        try:
+            await self.grants.revoke(token)
+        except StoreUnavailable:
+            note_reason("unavailable")
+            return JSONResponse({"error": "temporarily_unavailable", "error_description": UNSHARED_REVOCATION},
+                                status_code=503, headers={"Retry-After": "5", "Cache-Control": "no-store"})
         return Response(status_code=200, headers={"Cache-Control": "no-store"})
 
     async def authorize(self, request: Request) -> Response:
@@ -224,7 +242,7 @@ class Endpoints:
         asked = AuthorizationRequest(**step["asked"]) if step is not None else None
         if asked is None or await self.grants.store.get(f"consent:{asked.page}") is None:
             note_reason("expired")
-            return self._page(error_page("This sign-in page has expired.", nonce), nonce, 400)
+            return self._page(error_page(PAGE_GONE, nonce), nonce, 400)
         checked = await self._checked_client(asked.client_id, asked.redirect_uri)
         if isinstance(checked, str):
             note_reason("invalid_client")
@@ -241,25 +259,32 @@ class Endpoints:
             if not chosen:
                 note_reason("invalid_request")
                 return self._form(client, asked, browser, nonce, "Choose one of the organisations listed.",
-                                  step["organizations"], step["token"])
-            return await self._approved(asked, self.sealer.open(step["token"]) or "", chosen[0])
+                                  step["organizations"], step["token"], step.get("user"))
+            return await self._approved(asked, self.sealer.open(step["token"]) or "", chosen[0], step.get("user"))
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
         outcome = await self._check_token(token, client_address(request.scope))
         if isinstance(outcome, Unusable):
             note_reason(outcome.reason)
             return self._form(client, asked, browser, nonce, outcome.message)
-        if len(outcome) == 1:
-            return await self._approved(asked, token, outcome[0][0])
-        return self._form(client, asked, browser, nonce, None, outcome, self.sealer.seal(token))
+        if len(outcome.organizations) == 1:
+            return await self._approved(asked, token, outcome.organizations[0][0], outcome.user)
+        return self._form(client, asked, browser, nonce, None, outcome.organizations, self.sealer.seal(token),
+                          outcome.user)
 
-    async def _approved(self, asked: AuthorizationRequest, token: str, org_id: int) -> Response:
+    async def _approved(self, asked: AuthorizationRequest, token: str, org_id: int, user: int | None) -> Response:
+        """A code for the approved request: once per page, whichever of its forms (posted twice, or from two tabs)
+        comes first."""
+        if await self.grants.store.take(f"consent:{asked.page}") is None:
+            note_reason("expired")
+            nonce = new_nonce()
+            return self._page(error_page(PAGE_GONE, nonce), nonce, 400)
         code = await self.grants.issue_code(client_id=asked.client_id, redirect_uri=asked.redirect_uri,
                                             code_challenge=asked.code_challenge, scopes=asked.scopes,
-                                            service_token=token, org_id=org_id)
+                                            service_token=token, org_id=org_id, user=user)
         return self._back(asked.redirect_uri, asked.state, code=code)
 
-    async def _check_token(self, token: str, address: str | None) -> Unusable | list[tuple[int, str | None]]:
+    async def _check_token(self, token: str, address: str | None) -> Unusable | Usable:
         """The organisations the token sees (those this server serves), or why it cannot be used (shown on the page,
         the form kept: an unknown token from an address or network with no checks left is not checked yet)."""
         try:
@@ -278,7 +303,7 @@ class Endpoints:
         # Sent once, as `/mcp`'s check: a retry would only add requests to a service that is failing already.
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS).single_attempt()
         try:
-            await client.get_current_user()
+            user = await client.get_current_user()
             organizations = await self.organizations.of_token(client)
         except AuthenticationError:
             return Unusable("token_refused", "The service refused this token (invalid or revoked). Create a new one "
@@ -291,7 +316,7 @@ class Endpoints:
         if not organizations.served:
             return Unusable(ORG_NOT_ALLOWED, self.organizations.refusal)
         await self.verdicts.remember_accepted(credentials, address)
-        return [(org.id, org.name) for org in organizations.served]
+        return Usable(user.id, [(org.id, org.name) for org in organizations.served])
 
     async def _checked_client(self, client_id: str | None, redirect_uri: str | None
                               ) -> str | tuple[OAuthClientInformationFull, str]:
@@ -305,20 +330,24 @@ class Endpoints:
             return client, registered[0]
         if redirect_uri is None or redirect_uri not in registered:
             return "This app asked to return to an address it did not register."
+        problem = self.clients.redirect_hosts.problem([redirect_uri])
+        if problem is not None:
+            return f"This app cannot sign in here: {problem}."
         return client, redirect_uri
 
     def _form(self, client: OAuthClientInformationFull, asked: AuthorizationRequest, browser: str, nonce: str,
               error: str | None = None, organizations: list[Any] | None = None,
-              sealed_token: str | None = None) -> HTMLResponse:
+              sealed_token: str | None = None, user: int | None = None) -> HTMLResponse:
         step: dict[str, Any] = {"asked": asdict(asked)}
         if sealed_token is not None:
-            step |= {"token": sealed_token, "organizations": organizations}
+            step |= {"token": sealed_token, "organizations": organizations, "user": user}
         form = ConsentForm(client_name=client.client_name or client.client_id,
                            redirect_host=urlsplit(asked.redirect_uri).netloc,
                            document_host=urlsplit(client.client_id).netloc if is_document_url(client.client_id)
                            else None,
                            request=self.sealer.seal(json.dumps(step)),
                            csrf=self.sealer.sign(browser), error=error, read_only=is_read_only(asked.scopes),
+                           unnamed_host=not self.clients.redirect_hosts.names(asked.redirect_uri),
                            organizations=[tuple(org) for org in organizations or []] if sealed_token else ())
         return self._page(consent_page(form, nonce), nonce, 200 if error is None else 400)
 

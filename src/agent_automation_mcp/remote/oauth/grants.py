@@ -3,14 +3,16 @@
 A code is a random string with a prefix; only its SHA-256 is stored, with the pending grant, for a minute, and it
 is spent once. The tokens carry their grant, sealed (`tokens.py`): an access token lives an hour; a refresh token
 is spent by its use, for the next pair, and a spent one presented again ends its whole grant (someone else holds a
-copy), as a code presented again does. The store keeps of a grant only what a sealed token cannot say: that the
-grant ended (`ended:<id>`, read at every use of either token, so a revocation holds at once on every replica) and
-how far its chain of refreshes has gone (`chain:<id>`).
+copy), as a code presented again does; presented again within `RETRY_SECONDS` (an answer lost, two requests at
+once), it gets the same pair, sealed in the store for that refresh token alone. The store keeps of a grant only what
+a sealed token cannot say: that the grant ended (`ended:<id>`, read at every use of either token, so a revocation
+holds at once on every replica) and how far its chain of refreshes has gone (`chain:<id>`); every replica keeps
+these too (`ends.py`), so they outlive the store losing its data. The operator's ends (`cutoffs.py`) need no store.
 
 While the store does not answer, a sign-in goes on: its access token serves and its refresh token refreshes,
-unchecked against an end only the store knows; after the store came back empty, a refresh token starts its chain
-again. Codes, consent pages and revocation need the store (503 without it). Tokens of the previous scheme are read
-from the store (`legacy.py`).
+checked against what this replica knows. Codes and consent pages need the store (503 without it); a revocation
+holds on this replica at once and everywhere once the store answers. Tokens of the previous scheme are read from the
+store (`legacy.py`).
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ from mcp.server.auth.provider import AuthorizationCode, RefreshToken, TokenError
 from mcp.shared.auth import OAuthToken
 from pydantic import Field
 
+from ...state_seal import StateSeal
+from .cutoffs import Cutoffs
+from .ends import Ends
 from .legacy import LegacyGrants
-from .sealing import Sealer
-from .store import Store, StoreUnavailable
+from .sealing import GrantSecret, Sealer
+from .store import Store, StoreUnavailable, chain_key, retry_key
 from .tokens import (
     ACCESS_PREFIX,
     ACCESS_SECONDS,
+    CLOCK_LEEWAY,
     REFRESH_PREFIX,
     REFRESH_SECONDS,
     Grant,
@@ -41,9 +47,7 @@ from .tokens import (
 CODE_PREFIX: Final = "aamcp_code_"
 CODE_SECONDS: Final = 60
 SPENT_CODE_SECONDS: Final = 600  # a code presented again within this time ends its grant
-# An end outlives every token of its grant: a refresh token lives REFRESH_SECONDS from its last refresh, and one
-# refreshed while the store was away (unchecked) may be younger than the end; twice covers an outage of a month.
-ENDED_SECONDS: Final = 2 * REFRESH_SECONDS
+RETRY: Final = b"agent-automation-mcp oauth refresh retry v1"  # seals a refresh's pair under its refresh token
 
 
 def digest(secret: str) -> str:
@@ -59,6 +63,7 @@ class PendingCode(AuthorizationCode):
 
     sealed_token: str = Field(repr=False)
     org_id: int | None = None
+    user: int | None = None  # the service's id of the person who signed in
 
 
 class GrantRefresh(RefreshToken):
@@ -74,24 +79,30 @@ class SignedIn:
     """What an access token stands for: the grant, and the service token to call with."""
 
     grant: Grant
-    service_token: str = field(repr=False)
+    secret: GrantSecret = field(repr=False)
+
+    @property
+    def service_token(self) -> str:
+        return self.secret.token
 
 
 class Grants:
-    def __init__(self, store: Store, sealer: Sealer, tokens: TokenSeal) -> None:
+    def __init__(self, store: Store, sealer: Sealer, tokens: TokenSeal, cutoffs: Cutoffs | None = None) -> None:
         self.store = store
         self.sealer = sealer
         self.tokens = tokens
         self.resource = tokens.resource
         self.legacy = LegacyGrants(store, tokens.resource)
+        self.ends = Ends(store)
+        self.cutoffs = cutoffs or Cutoffs()
 
     async def issue_code(self, *, client_id: str, redirect_uri: str, code_challenge: str, scopes: list[str],
-                         service_token: str, org_id: int | None) -> str:
+                         service_token: str, org_id: int | None, user: int | None = None) -> str:
         code = CODE_PREFIX + secrets.token_urlsafe(32)
         pending = PendingCode(code="", scopes=scopes, expires_at=time.time() + CODE_SECONDS, client_id=client_id,
                               code_challenge=code_challenge, redirect_uri=redirect_uri,  # type: ignore[arg-type]
                               redirect_uri_provided_explicitly=True, resource=self.resource,
-                              sealed_token=self.sealer.seal(service_token), org_id=org_id)
+                              sealed_token=self.sealer.seal(service_token), org_id=org_id, user=user)
         await self.store.put(f"code:{digest(code)}", pending.model_dump_json(), CODE_SECONDS)
         return code
 
@@ -110,8 +121,12 @@ class Grants:
         if await self.store.take(f"code:{digest(code.code)}") is None:
             await self._end_if_spent(f"code-spent:{digest(code.code)}")
             raise TokenError("invalid_grant", "authorization code already used")
-        grant = Grant(id=secrets.token_urlsafe(16), client=client_digest(code.client_id), org_id=code.org_id,
-                      scopes=code.scopes, sealed_token=code.sealed_token)
+        grant_id = secrets.token_urlsafe(16)
+        secret = GrantSecret(self.sealer.open(code.sealed_token) or "", grant_id, int(time.time()), code.user)
+        if not secret.token:
+            raise TokenError("invalid_grant", "the sign-in keys changed since the code was issued; sign in again")
+        grant = Grant(id=grant_id, client=client_digest(code.client_id), org_id=code.org_id, scopes=code.scopes,
+                      sealed_token=self.sealer.seal_grant(secret))
         await self.store.put(f"code-spent:{digest(code.code)}", grant.id, SPENT_CODE_SECONDS)
         return self._tokens(grant, step=0)
 
@@ -121,13 +136,17 @@ class Grants:
             return await self.store.get(f"code:{digest(secret)}") is not None
         opened = self.tokens.open(REFRESH_PREFIX, secret, time.time())
         if opened is not None:
+            if await self.ends.ended(opened.grant.id):
+                return False
             try:
-                if await self.store.get(f"ended:{opened.grant.id}") is not None:
-                    return False
-                chain = await self.store.get(f"chain:{opened.grant.id}")
+                chain = await self.store.get(chain_key(opened.grant.id))
+                if chain is None or int(chain) <= opened.step:
+                    return True
+                # spent within RETRY_SECONDS: its retry gets the same pair
+                return int(chain) == opened.step + 1 and await self.store.get(
+                    retry_key(opened.grant.id, opened.step)) is not None
             except StoreUnavailable:
                 return True  # its seal is all there is to go on (and budgets are this replica's meanwhile)
-            return chain is None or int(chain) <= opened.step
         return self.legacy.shaped(secret, REFRESH_PREFIX) and await self.legacy.refresh(secret) is not None
 
     async def refresh_token(self, client_id: str, token: str) -> GrantRefresh | None:
@@ -135,7 +154,7 @@ class Grants:
         opened = self.tokens.open(REFRESH_PREFIX, token, time.time())
         if opened is not None:
             refresh = GrantRefresh(token=token, client_id=client_id, scopes=opened.grant.scopes,
-                                   expires_at=opened.expires, resource=self.resource, grant=opened.grant,
+                                   expires_at=opened.expires + CLOCK_LEEWAY, resource=self.resource, grant=opened.grant,
                                    step=opened.step)
         elif self.legacy.shaped(token, REFRESH_PREFIX):
             grant = await self.legacy.refresh(token)
@@ -149,36 +168,50 @@ class Grants:
         return refresh if refresh.grant.client == client_digest(client_id) else None
 
     async def rotate(self, refresh: GrantRefresh) -> OAuthToken:
-        """Spend the refresh token and issue the next pair; a token spent already ends the grant."""
+        """Spend the refresh token and issue the next pair; a token spent already ends the grant, unless it was spent
+        within `RETRY_SECONDS`: then the pair it got then."""
         grant = refresh.grant
+        secret = self.sealer.open_grant(grant.sealed_token, grant.id)
+        if secret is None or self.cutoffs.ended(secret):
+            raise TokenError("invalid_grant", "the sign-in has ended")
+        # Sealed again under the first key (a rotated key is left within 30 days), bound to the grant.
+        pair = self._tokens(replace(grant, sealed_token=self.sealer.seal_grant(replace(secret, grant=grant.id))),
+                            refresh.step + 1)
         if refresh.legacy:
             outcome = "ok" if await self.legacy.take(refresh.token, grant.id) else "reused"
             if outcome == "reused":
-                await self.end(grant.id)
-        else:
-            outcome = await self._advance(grant.id, refresh.step)  # a reuse ends the grant there and then
+                await self._end(grant.id)
+        else:  # a reuse ends the grant there and then
+            retry = StateSeal([refresh.token], RETRY)
+            outcome, issued = await self.ends.advance(grant.id, refresh.step,
+                                                      retry.seal(pair.model_dump_json().encode(), grant.id))
+            opened = retry.open(issued, grant.id) if outcome == "retry" and issued is not None else None
+            if opened is not None:
+                return OAuthToken.model_validate_json(opened)
         if outcome == "reused":
             raise TokenError("invalid_grant", "refresh token already used; the sign-in has ended")
-        resealed = self.sealer.reseal(grant.sealed_token)  # under the first key: a rotated key is left within 30 days
-        if outcome != "ok" or resealed is None:
+        if outcome != "ok":
             raise TokenError("invalid_grant", "the sign-in has ended")
-        return self._tokens(replace(grant, sealed_token=resealed), refresh.step + 1)
+        return pair
 
     async def signed_in(self, access_token: str) -> SignedIn | None:
         """The grant behind an access token of ours and its service token; None when unknown, expired or ended.
         `StoreUnavailable` only for a token of the previous scheme, which the store alone knows."""
         opened = self.tokens.open(ACCESS_PREFIX, access_token, time.time())
         if opened is not None:
-            grant: Grant | None = None if await self._ended(opened.grant.id) else opened.grant
+            grant: Grant | None = None if await self.ends.ended(opened.grant.id) else opened.grant
         elif self.legacy.shaped(access_token, ACCESS_PREFIX):
             grant = await self.legacy.access(access_token)
         else:
             grant = None
-        service_token = self.sealer.open(grant.sealed_token) if grant is not None else None
-        return None if grant is None or service_token is None else SignedIn(grant, service_token)
+        secret = self.sealer.open_grant(grant.sealed_token, grant.id) if grant is not None else None
+        if grant is None or secret is None or self.cutoffs.ended(secret):
+            return None
+        return SignedIn(grant, secret)
 
     async def revoke(self, token: str) -> None:
-        """End the grant of an access or refresh token (RFC 7009: an unknown token is not an error)."""
+        """End the grant of an access or refresh token (RFC 7009: an unknown token is not an error); `StoreUnavailable`
+        when the store did not take the end (it holds on this replica, and everywhere once the store answers)."""
         now = time.time()
         opened = self.tokens.open(ACCESS_PREFIX, token, now) or self.tokens.open(REFRESH_PREFIX, token, now)
         if opened is not None:
@@ -187,7 +220,7 @@ class Grants:
             await self._end(await self.legacy.grant_of(token))
 
     async def end(self, grant_id: str) -> None:
-        await self.store.put(f"ended:{grant_id}", "1", ENDED_SECONDS)
+        await self.ends.end(grant_id)
         await self.legacy.end(grant_id)
 
     async def _end(self, grant_id: str | None) -> None:
@@ -196,19 +229,6 @@ class Grants:
 
     async def _end_if_spent(self, spent_key: str) -> None:
         await self._end(await self.store.get(spent_key))
-
-    async def _ended(self, grant_id: str) -> bool:
-        try:
-            return await self.store.get(f"ended:{grant_id}") is not None
-        except StoreUnavailable:
-            return False  # served on its seal while the store is away (docs/oauth.md)
-
-    async def _advance(self, grant_id: str, step: int) -> str:
-        try:
-            return await self.store.advance(f"ended:{grant_id}", f"chain:{grant_id}", step, REFRESH_SECONDS,
-                                            ENDED_SECONDS)
-        except StoreUnavailable:
-            return "ok"  # refreshed on its seal while the store is away: the chain resumes from its next step
 
     def _tokens(self, grant: Grant, step: int) -> OAuthToken:
         now = int(time.time())

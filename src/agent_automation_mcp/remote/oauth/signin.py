@@ -28,7 +28,9 @@ from ..organizations import named_beside_sign_in, served_organization
 from ..refusals import Refused, refusal
 from ..scopes import READ_ONLY_GRANT, is_read_only
 from ..verdicts import TokenVerdicts
+from .client_rules import RedirectHosts
 from .clients import Clients
+from .cutoffs import Cutoffs
 from .documents import MetadataDocuments
 from .endpoints import Endpoints
 from .grants import Grants, SignedIn, is_ours
@@ -59,11 +61,13 @@ def signin_budgets(signins: int) -> list[Budget]:
 class SignIn:
     def __init__(self, metadata: ServerMetadata, store: Store, sealer: Sealer, state_keys: Sequence[str],
                  verdicts: TokenVerdicts, transport: Callable[[], ApiTransport | None], metrics: Metrics,
-                 trusted_client_hosts: tuple[str, ...] = ()) -> None:
+                 trusted_client_hosts: tuple[str, ...] = (), cutoffs: Cutoffs | None = None,
+                 redirect_hosts: RedirectHosts | None = None) -> None:
         self.metadata = metadata
         self.store = store
-        self.grants = Grants(store, sealer, TokenSeal(state_keys, metadata.resource))
-        self.clients = Clients(state_keys, metadata.resource, store, MetadataDocuments(store, trusted_client_hosts))
+        self.grants = Grants(store, sealer, TokenSeal(state_keys, metadata.resource), cutoffs)
+        self.clients = Clients(state_keys, metadata.resource, store, MetadataDocuments(store, trusted_client_hosts),
+                               redirect_hosts)
         self.endpoints = Endpoints(metadata, self.clients, self.grants, sealer, verdicts, transport, metrics)
 
     @classmethod
@@ -77,8 +81,14 @@ class SignIn:
             logger.warning("AGENT_AUTOMATION_OAUTH_KEYS is not set: sign-ins are sealed with a key that ends with "
                            "this process (fine on loopback; set the keys so they outlive a restart)")
             sealer = Sealer.ephemeral()
+        redirect_hosts = RedirectHosts.of(remote.oauth_redirect_hosts)
+        if redirect_hosts.any:
+            logger.warning("AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS allows any host: anyone may register an app named "
+                           "\"Claude\" that sends people back to their own address, and it gets this server's real "
+                           "consent page (which warns them). For a company deployment, name the chat apps' hosts "
+                           "instead")
         return cls(ServerMetadata(public_url), create_store(shared), sealer, remote.state_keys, verdicts, transport,
-                   metrics, remote.oauth_trusted_client_hosts)
+                   metrics, remote.oauth_trusted_client_hosts, Cutoffs.of(remote), redirect_hosts)
 
     @property
     def challenge(self) -> str:
@@ -104,6 +114,9 @@ class SignIn:
             return _refusal(401, "this sign-in has expired or ended", self.challenge)
         # The grant vouches for its token (this server checked it at the sign-in): no strangers' budget is spent.
         verdict = await verdicts.verdict(transport, signed_in.service_token, address, vouched=True)
+        # The operator's end of a person, for a sign-in an earlier release sealed without its person: the token's user.
+        if self.grants.cutoffs.ended(signed_in.secret, verdict.user):
+            return _refusal(401, "this sign-in has expired or ended", self.challenge)
         if not verdict.accepted:
             with suppress(StoreUnavailable):  # ended now if the store answers; refused again at the next call if not
                 await self.grants.end(signed_in.grant.id)

@@ -1,7 +1,9 @@
 """What sign-ins keep beside their sealed tokens: Redis when `AGENT_AUTOMATION_REDIS_URL` is set (so a revocation
 holds everywhere at once), process memory otherwise. Codes and consent pages in flight, the chain of each grant's
 refreshes and the grants that ended; and what the previous scheme left (`legacy.py`). Nothing a sign-in needs to
-go on: that is in its tokens (`tokens.py`) and its client's id (`clients.py`).
+go on: that is in its tokens (`tokens.py`) and its client's id (`clients.py`). What ends a grant is also kept by every
+replica (`ends.py`), so that it outlives Redis losing its data; an index of the ends (`ends`, by when each was made)
+lets a replica learn them all.
 
 Values are short strings under keys the callers build from hashes and ids: no token is ever a key or a value here.
 While Redis does not answer (`StoreUnavailable`), Redis is not asked again for a moment (`SharedStore`'s pause),
@@ -10,10 +12,12 @@ so a request during an outage does not wait for a timeout first.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from ...caching import ExpiringCache, RedisAway
+from .tokens import REFRESH_SECONDS
 
 if TYPE_CHECKING:
     from ...caching import SharedStore
@@ -22,6 +26,26 @@ T = TypeVar("T")
 
 PREFIX: Final = "aamcp:oauth:"
 MAX_MEMORY_ENTRIES: Final = 200_000
+# An end outlives every token of its grant: a refresh token lives REFRESH_SECONDS from its last refresh, and one
+# refreshed while the store was away (unchecked) may be younger than the end; twice covers an outage of a month.
+ENDED_SECONDS: Final = 2 * REFRESH_SECONDS
+# A refresh token presented again this soon after it was spent is a retry (a lost answer, two requests at once): it
+# gets the pair its first use got, where later it would end the grant.
+RETRY_SECONDS: Final = 10
+INDEX: Final = "ends"  # the sorted set of ended grants, each scored by when it ended (Redis' clock, ms)
+INDEX_PAGE: Final = 10_000
+
+
+def ended_key(grant_id: str) -> str:
+    return f"ended:{grant_id}"
+
+
+def chain_key(grant_id: str) -> str:
+    return f"chain:{grant_id}"
+
+
+def retry_key(grant_id: str, step: int) -> str:
+    return f"retry:{grant_id}:{step}"
 
 
 # The second key is named by the first's value, so it cannot be declared in KEYS: fine on one Redis (or a
@@ -32,18 +56,48 @@ if not pointer then return false end
 return redis.call('GET', ARGV[1] .. pointer)
 """
 
-# KEYS: the grant's end mark, its chain. ARGV: the step of the refresh token spent, the chain's lifetime and the
-# end mark's (ms). See `Store.advance`.
+# KEYS: the grant's end mark, its chain, the pair its step's refresh issued, the index of ends. ARGV: the step of the
+# refresh token spent, the pair this refresh would issue (sealed for that token), the lifetimes (ms) of the chain, of
+# an end and of a pair. See `Store.advance`.
 ADVANCE_SCRIPT: Final = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'ended' end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'ended'} end
 local step = tonumber(ARGV[1])
 local at = tonumber(redis.call('GET', KEYS[2]))
 if at and at > step then
-  redis.call('SET', KEYS[1], '1', 'PX', ARGV[3])
-  return 'reused'
+  local issued = redis.call('GET', KEYS[3])
+  if at == step + 1 and issued then return {'retry', issued} end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[4])
+  redis.call('ZADD', KEYS[4], now, ARGV[6])
+  return {'reused'}
 end
-redis.call('SET', KEYS[2], step + 1, 'PX', ARGV[2])
-return 'ok'
+redis.call('SET', KEYS[2], step + 1, 'PX', ARGV[3])
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[5])
+return {'ok'}
+"""
+
+# KEYS: the grant's end mark, the index of ends. ARGV: the end's lifetime (ms), the grant's id, when the end was
+# made (ms, Redis' clock; 0: now). Marks the grant ended and indexes it; drops from the index what has expired.
+END_SCRIPT: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = tonumber(ARGV[3])
+if at == 0 then at = now end
+local left = at + tonumber(ARGV[1]) - now
+if left <= 0 then return 0 end
+redis.call('SET', KEYS[1], '1', 'PX', left)
+redis.call('ZADD', KEYS[2], at, ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[1]))
+return at
+"""
+
+# KEYS: a chain. ARGV: the step it is at, its lifetime (ms). Sets it unless Redis holds it further on.
+FURTHER_SCRIPT: Final = """
+local at = tonumber(redis.call('GET', KEYS[1]))
+if at and at >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
 """
 
 
@@ -65,10 +119,27 @@ class Store(Protocol):
         """The value under `prefix` + the value of `key` (None if either is missing), in one round trip."""
         ...
 
-    async def advance(self, ended: str, chain: str, step: int, ttl: float, ended_ttl: float) -> str:
-        """Spend step `step` of a chain of refreshes, at once: "ended" when `ended` is set; "reused" (and `ended`
-        set) when the chain is past the step already, so the token was spent before; else "ok", the chain past it.
-        A chain missing or behind (the store came back empty, or from an older copy) takes the step as it comes."""
+    async def advance(self, grant_id: str, step: int, pair: str) -> tuple[str, str | None]:
+        """Spend step `step` of a grant's chain of refreshes, at once: "ended" when the grant has ended; "retry" with
+        the pair issued then, when the step was spent less than `RETRY_SECONDS` ago; "reused" (and the grant ended)
+        when the chain is past the step otherwise, so the token was spent before; else "ok", the chain past it and
+        `pair` kept for a retry. A chain missing or behind (the store came back empty, or from an older copy) takes
+        the step as it comes."""
+        ...
+
+    async def end(self, grant_id: str, at: int = 0) -> None:
+        """Mark the grant ended (and index it, ended at `at`: Unix ms, or 0 for now), for `ENDED_SECONDS` from then."""
+        ...
+
+    async def ended(self, grant_id: str) -> bool: ...
+
+    async def ends_since(self, since: int) -> list[tuple[str, int]]:
+        """Grants ended at `since` (Unix ms) or later, with when, oldest first: at most `INDEX_PAGE`."""
+        ...
+
+    async def restore(self, ends: Sequence[tuple[str, int]], chains: Sequence[tuple[str, int, float]]) -> None:
+        """Put back ends (grant, when) and chains (grant, step, seconds left) the store lacks (it lost its data, or
+        did not answer when they were made); a chain the store holds further on is left as it is."""
         ...
 
     async def delete(self, *keys: str) -> None: ...
@@ -79,8 +150,8 @@ class Store(Protocol):
 class MemoryStore:
     """One process's store, bounded (`ExpiringCache`: when full, the least recently used goes first)."""
 
-    def __init__(self, max_entries: int = MAX_MEMORY_ENTRIES) -> None:
-        self._entries: ExpiringCache[str] = ExpiringCache(max_entries)
+    def __init__(self, max_entries: int = MAX_MEMORY_ENTRIES, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: ExpiringCache[str] = ExpiringCache(max_entries, clock=clock)
 
     def _live(self, key: str) -> str | None:
         return self._entries.get(key)
@@ -100,15 +171,58 @@ class MemoryStore:
         pointer = self._live(key)
         return self._live(prefix + pointer) if pointer is not None else None
 
-    async def advance(self, ended: str, chain: str, step: int, ttl: float, ended_ttl: float) -> str:
-        if self._live(ended) is not None:
-            return "ended"
-        at = self._live(chain)
+    async def advance(self, grant_id: str, step: int, pair: str) -> tuple[str, str | None]:
+        if self._live(ended_key(grant_id)) is not None:
+            return "ended", None
+        at = self._live(chain_key(grant_id))
         if at is not None and int(at) > step:
-            await self.put(ended, "1", ended_ttl)
-            return "reused"
-        await self.put(chain, str(step + 1), ttl)
-        return "ok"
+            issued = self._live(retry_key(grant_id, step))
+            if int(at) == step + 1 and issued is not None:
+                return "retry", issued
+            await self.end(grant_id)
+            return "reused", None
+        self._entries.put(chain_key(grant_id), str(step + 1), REFRESH_SECONDS)
+        self._entries.put(retry_key(grant_id, step), pair, RETRY_SECONDS)
+        return "ok", None
+
+    async def end(self, grant_id: str, at: int = 0) -> None:
+        left = ENDED_SECONDS - max(0.0, time.time() - at / 1000) if at else ENDED_SECONDS
+        if left > 0:
+            self._entries.put(ended_key(grant_id), str(at or int(time.time() * 1000)), left)
+
+    async def ended(self, grant_id: str) -> bool:
+        return self._live(ended_key(grant_id)) is not None
+
+    async def ends_since(self, since: int) -> list[tuple[str, int]]:
+        return []  # this process's memory: no other replica adds to it
+
+    async def restore(self, ends: Sequence[tuple[str, int]], chains: Sequence[tuple[str, int, float]]) -> None:
+        for grant_id, at in ends:
+            await self.end(grant_id, at)
+        for grant_id, step, left in chains:
+            await self.further(grant_id, step, left)
+
+    async def further(self, grant_id: str, step: int, left: float) -> None:
+        """The chain at `step` at least (what another store said of it)."""
+        at = self._live(chain_key(grant_id))
+        if at is None or int(at) < step:
+            self._entries.put(chain_key(grant_id), str(step), left)
+
+    def chain_at(self, grant_id: str) -> int | None:
+        at = self._live(chain_key(grant_id))
+        return int(at) if at is not None else None
+
+    def marks(self) -> tuple[list[tuple[str, int]], list[tuple[str, int, float]]]:
+        """The ends (grant, when) and chains (grant, step, seconds left) held here: what `restore` takes."""
+        ends: list[tuple[str, int]] = []
+        chains: list[tuple[str, int, float]] = []
+        for key, value, left in self._entries.items():
+            kind, _, grant_id = key.partition(":")
+            if kind == "ended":
+                ends.append((grant_id, int(value)))
+            elif kind == "chain":
+                chains.append((grant_id, int(value), left))
+        return ends, chains
 
     async def delete(self, *keys: str) -> None:
         for key in keys:
@@ -127,6 +241,8 @@ class RedisStore:
         self._redis = shared.redis
         self._follow = self._redis.register_script(FOLLOW_SCRIPT)
         self._advance = self._redis.register_script(ADVANCE_SCRIPT)
+        self._end = self._redis.register_script(END_SCRIPT)
+        self._further = self._redis.register_script(FURTHER_SCRIPT)
 
     async def put(self, key: str, value: str, ttl: float) -> None:
         await self._ask(lambda: self._redis.set(PREFIX + key, value, px=_ms(ttl)))
@@ -140,9 +256,37 @@ class RedisStore:
     async def follow(self, key: str, prefix: str) -> str | None:
         return _text(await self._ask(lambda: self._follow(keys=[PREFIX + key], args=[PREFIX + prefix])))
 
-    async def advance(self, ended: str, chain: str, step: int, ttl: float, ended_ttl: float) -> str:
-        return _text(await self._ask(lambda: self._advance(
-            keys=[PREFIX + ended, PREFIX + chain], args=[step, _ms(ttl), _ms(ended_ttl)]))) or ""
+    async def advance(self, grant_id: str, step: int, pair: str) -> tuple[str, str | None]:
+        keys = [PREFIX + key for key in (ended_key(grant_id), chain_key(grant_id), retry_key(grant_id, step), INDEX)]
+        answer = await self._ask(lambda: self._advance(keys=keys, args=[
+            step, pair, _ms(REFRESH_SECONDS), _ms(ENDED_SECONDS), _ms(RETRY_SECONDS), grant_id]))
+        outcome, *issued = (_text(value) or "" for value in answer)
+        return outcome, (issued[0] if issued else None)
+
+    async def end(self, grant_id: str, at: int = 0) -> None:
+        await self._ask(lambda: self._end(keys=[PREFIX + ended_key(grant_id), PREFIX + INDEX],
+                                          args=[_ms(ENDED_SECONDS), grant_id, at]))
+
+    async def ended(self, grant_id: str) -> bool:
+        return await self.get(ended_key(grant_id)) is not None
+
+    async def ends_since(self, since: int) -> list[tuple[str, int]]:
+        answer = await self._ask(lambda: self._redis.zrangebyscore(PREFIX + INDEX, since, "+inf", start=0,
+                                                                   num=INDEX_PAGE, withscores=True))
+        return [(grant_id.decode(), int(at)) for grant_id, at in answer]
+
+    async def restore(self, ends: Sequence[tuple[str, int]], chains: Sequence[tuple[str, int, float]]) -> None:
+        async def put_back() -> None:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for grant_id, at in ends:
+                    await self._end(keys=[PREFIX + ended_key(grant_id), PREFIX + INDEX],
+                                    args=[_ms(ENDED_SECONDS), grant_id, at], client=pipe)
+                for grant_id, step, left in chains:
+                    await self._further(keys=[PREFIX + chain_key(grant_id)], args=[step, _ms(left)], client=pipe)
+                await pipe.execute()
+
+        if ends or chains:
+            await self._ask(put_back)
 
     async def delete(self, *keys: str) -> None:
         if keys:

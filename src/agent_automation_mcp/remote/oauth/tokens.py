@@ -5,8 +5,9 @@ A grant is what one sign-in gave one client: its id, a digest of the client's id
 and the service token, itself encrypted with the operator's sign-in keys (`sealing.py`): reading it takes both
 key sets. Access and refresh tokens are sealed under keys of their own purpose and bound to this deployment's
 resource, so neither opens as the other, nor at another deployment, nor once altered. Each says when it expires
-(this replica's clock judges: an hour for an access token, 30 days for a refresh token); a refresh token also
-says its place in its grant's chain of refreshes (`Grants.rotate` keeps the chain in Redis).
+(this replica's clock judges, with `CLOCK_LEEWAY` to spare for replicas whose clocks disagree: an hour for an
+access token, 30 days for a refresh token); a refresh token also says its place in its grant's chain of refreshes
+(`Grants.rotate` keeps the chain in Redis).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ ACCESS_PREFIX: Final = "aamcp_at_"
 REFRESH_PREFIX: Final = "aamcp_rt_"
 ACCESS_SECONDS: Final = 3600
 REFRESH_SECONDS: Final = 30 * 86400  # a sign-in unused for this long ends
+# A token is honoured this long past its expiry: replicas' clocks differ by seconds, and one a little behind or ahead
+# must not refuse what another issued (`agent_automation_clock_offset_seconds` shows a replica further off).
+CLOCK_LEEWAY: Final = 60
 MAX_TOKEN_CHARS: Final = 4096  # longer is not ours: refused before any decoding
 ACCESS: Final = b"agent-automation-mcp oauth access token v1"
 REFRESH: Final = b"agent-automation-mcp oauth refresh token v1"
@@ -69,6 +73,6 @@ class TokenSeal:
         if payload is None:
             return None
         grant_id, client, org_id, scopes, sealed_token, expires, step = json.loads(payload)
-        if expires <= now:
+        if expires + CLOCK_LEEWAY <= now:
             return None
         return Opened(Grant(grant_id, client, org_id, scopes, sealed_token), expires, step)
