@@ -967,6 +967,8 @@ def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_str
         "AgentAutomationOutage": {responses},
         "AgentAutomationUpstreamDown": {"agent_automation_upstream_requests_total"},
         "AgentAutomationRedisDown": {"agent_automation_redis_state"},
+        "AgentAutomationRedisDataLost": {"agent_automation_redis_data_lost_total"},
+        "AgentAutomationClockOffset": {"agent_automation_clock_offset_seconds"},
         "AgentAutomationUpstream429s": {"agent_automation_upstream_requests_total"},
         "AgentAutomationToolErrors": {"agent_automation_tool_calls_total"},
         "AgentAutomationSlowToolCalls": {"agent_automation_tool_call_duration_seconds_bucket"},

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -28,6 +29,7 @@ from .gate import Lifecycle, McpGate, token_requests_budget
 from .hosts import HostPolicy
 from .metrics import CONTENT_TYPE, Metrics
 from .organizations import AllowedOrganizations
+from .redis_watch import RedisWatch
 from .verdicts import TokenVerdicts, strangers_budget
 
 if TYPE_CHECKING:
@@ -53,6 +55,9 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
 
         sign_in = SignIn.from_settings(remote, server.shared, verdicts,
                                        lambda: server.state.transport if server.state is not None else None, metrics)
+    watch = RedisWatch(server.shared, metrics)
+    if sign_in is not None:
+        watch.listeners.append(sign_in.grants.ends.synced)
     gate = McpGate(server.session_manager.handle_request, server, policy, lifecycle,
                    per_request_auth=per_request_auth, verdicts=verdicts, sign_in=sign_in, budgets=budgets,
                    max_body_bytes=remote.max_body_bytes)
@@ -65,7 +70,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
               readyz_route(server, lifecycle),
               *(sign_in.routes() if sign_in is not None else ()),
               *((metrics_route(server, metrics),) if remote.metrics_port is None else ())]
-    return Starlette(routes=routes, lifespan=_lifespan(server, lifecycle, sign_in),
+    return Starlette(routes=routes, lifespan=_lifespan(server, lifecycle, sign_in, watch),
                      middleware=[Middleware(OpenConnections, metrics=metrics)])
 
 
@@ -80,19 +85,21 @@ def _budget_purposes(remote: RemoteSettings) -> list[Budget]:
     return purposes
 
 
-def _lifespan(server: AgentAutomationServer, lifecycle: Lifecycle,
-              sign_in: SignIn | None) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def _lifespan(server: AgentAutomationServer, lifecycle: Lifecycle, sign_in: SignIn | None,
+              watch: RedisWatch) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        async with server.session_manager.run(), anyio.create_task_group() as behind:
             await _redis_state(server)  # reach Redis now: a URL that does not answer is logged at start
             if server.state is not None:
                 server.state.transport.open()  # so that no request waits for the HTTP client to be made
+            behind.start_soon(watch.run)
             lifecycle.ready = True
             try:
                 yield
             finally:
                 lifecycle.ready = False
+                behind.cancel_scope.cancel()
                 if sign_in is not None:
                     await sign_in.close()
 

@@ -115,6 +115,11 @@ FAMILIES: Final = {
     "redis_state": Family(Gauge, "agent_automation_redis_state", "1 for the shared pacing store's state now: "
                           "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
                           ("state",)),
+    "redis_data_lost": Family(
+        Counter, "agent_automation_redis_data_lost", "Times this replica found that Redis had lost its data since it "
+        "last looked (its data's marker gone: restarted empty, failed over to an empty copy, flushed)."),
+    "clock_offset": Family(Gauge, "agent_automation_clock_offset_seconds",
+                           "This replica's clock less Redis' (TIME), at its last look; 0 without Redis."),
 }
 
 
@@ -196,6 +201,9 @@ class Metrics:
 
     def verdict_recalled(self) -> None:
         self.verdicts_recalled.inc()
+
+    def redis_lost_data(self) -> None:
+        self.redis_data_lost.inc()
 
     def listen_held(self, streams: int, limit: int) -> None:
         """`streams` task listen streams are open now, of at most `limit`."""

@@ -29,6 +29,7 @@ class Ends:
         self.mirror = store if isinstance(store, MemoryStore) else MemoryStore()
         self._unshared: set[str] = set()  # ends made here while the store did not answer
         self._read_from = 0  # ms, Redis' clock: where the next read of the index starts
+        self._give_back_all = False  # Redis lost its data, and has not had all this replica holds yet
 
     @property
     def mirrored(self) -> bool:
@@ -83,10 +84,11 @@ class Ends:
         did not answer), then learn the ends other replicas made. `StoreUnavailable` when it does not answer."""
         if not self.mirrored:
             return
-        if lost:
+        self._give_back_all |= lost
+        if self._give_back_all:
             ends, chains = self.mirror.marks()
             await self.store.restore(ends, chains)
-            self._read_from = 0
+            self._give_back_all, self._read_from = False, 0
         elif self._unshared:
             ends = [end for end in self.mirror.marks()[0] if end[0] in self._unshared]
             await self.store.restore(ends, [])
@@ -100,6 +102,11 @@ class Ends:
                     self._read_from = max(self._read_from, page[-1][1] - SYNC_SLACK_MS)
                 return
             self._read_from = page[-1][1]
+
+    async def synced(self, lost: bool) -> None:
+        """`sync`, for `remote/redis_watch.py`: a store that does not answer is tried again at the next look."""
+        with suppress(StoreUnavailable):
+            await self.sync(lost)
 
     async def _end_everywhere(self, grant_id: str) -> None:
         with suppress(StoreUnavailable):  # ended here; the store has it when it answers
