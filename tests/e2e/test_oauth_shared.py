@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+import anyio
+import httpx2
 import pytest
 from cryptography.fernet import Fernet
 from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port, http_servers
@@ -23,11 +25,14 @@ from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client
 from redis import Redis
 
 from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.remote.oauth.tokens import TokenSeal
+from agent_automation_mcp.remote.redis_watch import WATCH_SECONDS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.state import token_hash
 from pacing.redis_server import RedisServer
 
 ALICE, CAROL = "tok-alice-org1", "tok-carol-both"  # Carol signs in by the browser test
+DORA = "tok-dora-org1"  # another person
 KEYS = f"{Fernet.generate_key().decode()},{Fernet.generate_key().decode()}"
 CIMD_PATH = "/oauth/client.json"
 
@@ -49,7 +54,7 @@ def redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[SandboxServer]:
-    config = SandboxConfig(tokens=(ALICE, CAROL), visible_orgs=2, token_orgs={ALICE: (1,)},
+    config = SandboxConfig(tokens=(ALICE, CAROL, DORA), visible_orgs=2, token_orgs={ALICE: (1,), DORA: (1,)},
                            rate_limits=parse_rate_limits(RATE_LIMITS))
     with SandboxServer(config) as server:
         yield server
@@ -78,6 +83,7 @@ class Cluster:
                         AGENT_AUTOMATION_OAUTH_SIGNINS_PER_MINUTE="200", SSL_CERT_FILE=str(cert),
                         AGENT_AUTOMATION_OAUTH_TRUSTED_CLIENT_HOSTS=trusted, **SHARED_KEYS)
         args = ("--auth", "oauth", "--public-url", self.origin, "--allowed-host", f"127.0.0.1:{self.port}")
+        self.replica_env, self.replica_args = env, args  # for another replica a test starts beside them
         self.replicas = http_servers(2, env, *args)
         config = work / "haproxy.cfg"
         config.write_text("\n".join([
@@ -104,7 +110,7 @@ def cluster(sandbox: SandboxServer, redis_server: RedisServer, documents: tuple[
     cluster = Cluster(sandbox, redis_server.url, cert, f"127.0.0.1:{server.port}", tmp_path_factory.mktemp("lb"))
     yield cluster
     for stderr in cluster.stop():
-        assert ALICE not in stderr and CAROL not in stderr and "aamcp_at_" not in stderr
+        assert ALICE not in stderr and CAROL not in stderr and DORA not in stderr and "aamcp_at_" not in stderr
 
 
 def test_the_balancer_sends_requests_to_both_replicas(cluster: Cluster) -> None:
@@ -150,6 +156,7 @@ def test_a_token_issued_by_one_replica_works_on_the_other(cluster: Cluster) -> N
     assert first.mcp_status(tokens["access_token"]).status_code == 200
     assert second.mcp_status(tokens["access_token"]).status_code == 200
     refreshed = first.refresh(client_id, tokens["refresh_token"]).json()
+    refreshed = first.refresh(client_id, refreshed["refresh_token"]).json()
     replay = second.refresh(client_id, tokens["refresh_token"])  # the spent token, on the other replica
     assert replay.json()["error"] == "invalid_grant"
     assert first.mcp_status(refreshed["access_token"]).status_code == 401
@@ -157,19 +164,25 @@ def test_a_token_issued_by_one_replica_works_on_the_other(cluster: Cluster) -> N
 
 def test_redis_holds_no_token_and_nothing_a_sign_in_needs_to_go_on(cluster: Cluster,
                                                                      redis_server: RedisServer) -> None:
-    """What a sign-in leaves in Redis is its consent page's mark, its spent code's grant id and its chain of
-    refreshes: no token, client record or service token (sealed or not); a revocation adds the grant's end."""
+    """What a sign-in leaves in Redis is its spent code's grant id (its consent page's mark goes with its use), its
+    chain of refreshes
+    and, for 10 s, each refresh's pair sealed for the refresh token spent (so a retry gets it: it opens with that
+    token alone): no token, client record or service token one could use; a revocation adds the grant's end, and
+    its place in the index of ends."""
     redis = Redis.from_url(redis_server.url, decode_responses=True)
     redis.flushall()
     flow = RawFlow(cluster.origin)
     client_id = flow.register()
-    tokens = flow.refresh(client_id, flow.tokens(client_id, ALICE)["refresh_token"]).json()
+    first = flow.tokens(client_id, ALICE)
+    tokens = flow.refresh(client_id, first["refresh_token"]).json()
     assert flow.revoke(tokens["access_token"], client_id).status_code == 200
-    stored = {key: redis.get(key) or "" for key in redis.scan_iter("aamcp:oauth:*")}
-    assert {key.split(":")[2] for key in stored} == {"consent", "code-spent", "chain", "ended"}
-    assert all(len(value) <= 32 for value in stored.values()), stored  # marks, counts and grant ids
-    assert not any(client_id[:40] in key + value or tokens["refresh_token"][:40] in key + value
-                   for key, value in stored.items())
+    stored = {key: redis.get(key) or "" for key in redis.scan_iter("aamcp:oauth:*") if redis.type(key) == "string"}
+    assert {key.split(":")[2] for key in stored} == {"code-spent", "chain", "ended", "retry"}
+    assert all(len(value) <= 32 for key, value in stored.items() if ":retry:" not in key), stored
+    assert redis.zrange("aamcp:oauth:ends", 0, -1) == [_grant_of(cluster, tokens)]
+    every = "".join(key + value for key, value in stored.items())
+    assert not any(secret[:40] in every for secret in (client_id, tokens["refresh_token"], tokens["access_token"],
+                                                       first["refresh_token"], ALICE))
 
 
 def test_a_token_for_another_resource_is_refused_by_it(cluster: Cluster, sandbox: SandboxServer,
@@ -184,6 +197,109 @@ def test_a_token_for_another_resource_is_refused_by_it(cluster: Cluster, sandbox
         assert RawFlow(other.origin).mcp_status(tokens["access_token"]).status_code == 401
     finally:
         other.stop()
+
+
+def _until(check: Callable[[], bool]) -> bool:
+    """Whether `check()` comes true within two of the replicas' looks at Redis (every 5 s), asked twice a second."""
+    for _ in range(2 * int(2 * WATCH_SECONDS + 4)):
+        if check():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _refused_everywhere(cluster: Cluster, client_id: str, tokens: dict[str, str]) -> bool:
+    flows = [RawFlow(replica.origin) for replica in cluster.replicas]
+    return all(flow.mcp_status(tokens["access_token"]).status_code == 401 for flow in flows) and all(
+        flow.refresh(client_id, tokens["refresh_token"]).status_code == 400 for flow in flows)
+
+
+def test_a_revoked_sign_in_stays_revoked_and_a_spent_refresh_token_gets_nothing_after_redis_comes_back_empty(
+        cluster: Cluster, redis_server: RedisServer) -> None:
+    """Issue 45: after Redis came back empty a revoked sign-in worked again (access and refresh 200), and a thief's
+    spent refresh token got a fresh hour. Every replica keeps the ends and chains it knows, and gives them back."""
+    first, second = (RawFlow(replica.origin) for replica in cluster.replicas)
+    client_id = first.register()
+    revoked = first.refresh(client_id, first.tokens(client_id, ALICE)["refresh_token"]).json()
+    assert first.revoke(revoked["access_token"], client_id).status_code == 200  # made on the first replica only
+    owner = first.tokens(client_id, ALICE)
+    spent = owner["refresh_token"]
+    owner = first.refresh(client_id, owner["refresh_token"]).json()
+    owner = first.refresh(client_id, owner["refresh_token"]).json()  # the chain two steps past `spent`
+    time.sleep(WATCH_SECONDS + 1)  # the second replica's look reads the end into its memory
+    redis_server.flush()  # Redis without its data, as after a restart without persistence
+    assert _refused_everywhere(cluster, client_id, revoked)  # at once: each replica knows the end
+    with Redis.from_url(redis_server.url, decode_responses=True) as redis:  # given back at the first replica's look
+        assert _until(lambda: redis.exists(f"aamcp:oauth:ended:{_grant_of(cluster, revoked)}") == 1
+                      and redis.get(f"aamcp:oauth:chain:{_grant_of(cluster, owner)}") == "2")
+    stolen = second.refresh(client_id, spent)  # on the replica that never saw the chain
+    assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"  # was 200, a fresh hour
+    lost = sum(_metric(replica, "agent_automation_redis_data_lost_total") for replica in cluster.replicas)
+    assert lost >= 1
+
+
+def test_a_revocation_while_redis_is_down_holds_at_once_where_it_was_made_and_everywhere_once_redis_answers(
+        cluster: Cluster, redis_server: RedisServer) -> None:
+    first = RawFlow(cluster.replicas[0].origin)
+    client_id = first.register()
+    tokens = first.tokens(client_id, ALICE)
+    redis_server.stop()
+    try:
+        answer = first.revoke(tokens["access_token"], client_id)
+        assert answer.status_code == 503 and answer.headers["retry-after"]
+        assert "the others still honour its tokens" in answer.json()["error_description"]
+        assert first.mcp_status(tokens["access_token"]).status_code == 401  # on the replica that took it: at once
+    finally:
+        redis_server.start()  # empty
+    assert _until(lambda: _refused_everywhere(cluster, client_id, tokens))
+
+
+@pytest.mark.anyio
+async def test_two_refreshes_with_one_token_at_once_on_two_replicas_get_one_pair_and_the_sign_in_goes_on(
+        cluster: Cluster) -> None:
+    """Issue 45: two refreshes with the same token at once ended the whole sign-in."""
+    flows = [RawFlow(replica.origin) for replica in cluster.replicas]
+    client_id = flows[0].register()
+    tokens = flows[0].tokens(client_id, ALICE)
+    answers: list[httpx2.Response] = []
+
+    async def refresh(flow: RawFlow) -> None:
+        answers.append(await anyio.to_thread.run_sync(flow.refresh, client_id, tokens["refresh_token"]))
+
+    async with anyio.create_task_group() as group:
+        for flow in flows:
+            group.start_soon(refresh, flow)
+    assert [answer.status_code for answer in answers] == [200, 200] and answers[0].json() == answers[1].json()
+    pair = answers[0].json()
+    again = flows[1].refresh(client_id, tokens["refresh_token"])  # one after the other, on the other replica
+    assert again.status_code == 200 and again.json() == pair
+    assert all(flow.mcp_status(pair["access_token"]).status_code == 200 for flow in flows)
+    assert flows[1].refresh(client_id, pair["refresh_token"]).status_code == 200
+
+
+def test_the_operator_ends_every_sign_in_made_before_a_time_and_one_persons_whatever_redis_holds(
+        cluster: Cluster, sandbox: SandboxServer, redis_server: RedisServer) -> None:
+    flow = RawFlow(cluster.origin)
+    client_id = flow.register()
+    alice, dora = flow.tokens(client_id, ALICE), flow.tokens(client_id, DORA)
+    time.sleep(1.1)  # sign-ins are timed to the second
+    cut = time.time()
+    time.sleep(1.1)
+    later = flow.tokens(client_id, ALICE)
+    users = {token: httpx2.get(f"{sandbox.url}/v1/users/me", headers={"authorization": f"Bearer {token}"}).json()["id"]
+             for token in (ALICE, DORA)}
+    redis_server.flush()  # nothing of this lives in Redis
+    for setting, ended, kept in (
+            ({"AGENT_AUTOMATION_OAUTH_ENDED_BEFORE": str(cut)}, (alice, dora), (later,)),
+            ({"AGENT_AUTOMATION_OAUTH_ENDED_USERS": f"{users[ALICE]}@{cut}"}, (alice,), (dora, later))):
+        replica = HttpServer(cluster.replica_env | setting, *cluster.replica_args)
+        try:
+            there = RawFlow(replica.origin)
+            assert [there.mcp_status(t["access_token"]).status_code for t in ended] == [401] * len(ended)
+            assert [there.refresh(client_id, t["refresh_token"]).status_code for t in ended] == [400] * len(ended)
+            assert [there.mcp_status(t["access_token"]).status_code for t in kept] == [200] * len(kept)
+        finally:
+            replica.stop()
 
 
 def test_while_redis_is_down_a_sign_in_serves_and_refreshes_and_only_new_sign_ins_wait(
@@ -209,3 +325,16 @@ def test_while_redis_is_down_a_sign_in_serves_and_refreshes_and_only_new_sign_in
         page = partial(RawFlow(replica.origin).consent_page, client_id, pkce()[1])
         assert once_redis_is_asked_again(page).status_code == 200
     flow.tokens(flow.register(), ALICE)  # sign-in works again (what Redis held is gone: it kept no copy on disk)
+
+
+def _grant_of(cluster: Cluster, tokens: dict[str, str]) -> str:
+    """The grant an access token stands for, opened with the cluster's state key (as a replica opens it)."""
+    opened = TokenSeal([SHARED_KEYS["AGENT_AUTOMATION_STATE_KEYS"]], cluster.url).open(
+        "aamcp_at_", tokens["access_token"], time.time())
+    assert opened is not None
+    return opened.grant.id
+
+
+def _metric(replica: HttpServer, name: str) -> float:
+    text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))

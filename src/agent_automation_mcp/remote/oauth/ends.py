@@ -65,6 +65,8 @@ class Ends:
         replica saw further on than the store's (which lost it) catches a spent token the store would take."""
         if not self.mirrored:
             return await self.store.advance(grant_id, step, pair)
+        if await self.mirror.ended(grant_id):
+            return "ended", None
         seen = self.mirror.chain_at(grant_id)
         if seen is not None and seen > step + 1:
             await self._end_everywhere(grant_id)
