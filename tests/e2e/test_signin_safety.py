@@ -205,19 +205,22 @@ def _forget_budgets(fleet: Fleet) -> None:
 
 
 def test_registrations_from_six_networks_leave_a_colleagues_sign_in_alone(fleet: Fleet) -> None:
-    """About 60 registrations a minute from 6 addresses used to spend the registrations' one total, so every new
-    connection from Claude, ChatGPT or an IDE was refused: now each network has its own bound, and a total
-    (which networks the company signs in from never meet) takes many more networks."""
+    """120 registrations a minute from 6 networks (two addresses each, at their bound) spent the registrations' one
+    total, so every new connection from Claude, ChatGPT or an IDE on a fresh network was refused with 429 "from your
+    address": a registration costs Redis nothing now (sealed into its client id), and has no total."""
     _forget_budgets(fleet)
     body = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
     statuses: list[int] = []
     for network in range(6):
-        flow = _from(fleet.origin, f"127.{30 + network}.0.1")
-        statuses += _parallel(REGISTRATIONS + 2, lambda i, flow=flow: flow.http.post(  # type: ignore[misc]
-            f"{fleet.origin}/register", json=body).status_code)
-    assert statuses.count(201) == 6 * REGISTRATIONS and statuses.count(429) == 6 * 2
+        for host in (1, 2):
+            flow = _from(fleet.origin, f"127.{30 + network}.0.{host}")
+            statuses += _parallel(REGISTRATIONS + 1, lambda i, flow=flow: flow.http.post(  # type: ignore[misc]
+                f"{fleet.origin}/register", json=body).status_code)
+    assert statuses.count(201) == 12 * REGISTRATIONS and statuses.count(429) == 12
+    refused = _from(fleet.origin, "127.30.0.1").http.post(f"{fleet.origin}/register", json=body).json()
+    assert "from your address" in refused["error_description"]
     colleague = _from(fleet.origin, "127.40.0.1")
-    client_id = colleague.register()  # was 429: the total of 60 spent
+    client_id = colleague.register()  # was 429: the total of 120 spent
     tokens = colleague.tokens(client_id, LATECOMERS[0])
     assert colleague.mcp_status(tokens["access_token"]).status_code == 200
 

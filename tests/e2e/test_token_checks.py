@@ -166,6 +166,34 @@ async def test_the_budget_holds_per_address_per_network_and_in_total_and_forward
     assert all(sum(counts.values()) == 5 and set(counts) <= {401, 429} for counts in statuses.values())
 
 
+@pytest.mark.anyio
+async def test_a_total_spent_by_strangers_says_so_and_spares_the_networks_the_operator_vouched_for(
+        sandbox: SandboxServer, redis: RedisServer) -> None:
+    """Issue 45: strangers' junk from a few networks spent the total, and a new colleague from a fresh network (on
+    go-live day, everyone) got 429 saying "from your address". The operator names the company's egress networks."""
+    redis.flush()
+    servers = replicas(sandbox, redis, 2, "--token-checks-per-address", "3", "--token-checks-per-network", "4",
+                       "--token-checks-total", "7", "--trusted-proxy", "127.0.0.0/8",
+                       "--vouched-network", "198.51.110.0/24")
+    try:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            async def send(address: str, token: str) -> httpx2.Response:
+                return await http.post(servers[0].url, json=LIST_CALL, headers=LIST_HEADERS | {
+                    "authorization": f"Bearer {token}", "x-forwarded-for": address})
+
+            for address in ("198.51.100.1", "198.51.100.2", "198.51.101.1"):  # 4 + 3 checks: the total spent
+                for _ in range(4):
+                    await send(address, f"tok-{secrets.token_hex(12)}")
+            own = await send("198.51.101.1", f"tok-{secrets.token_hex(12)}")
+            fresh = await send("198.51.105.9", TENANTS[30])  # a colleague's new token from a fresh network
+            office = await send("198.51.110.9", TENANTS[31])  # from the company's egress
+    finally:
+        stop(servers, TENANTS[30], TENANTS[31])
+    assert own.status_code == 429 and "from your address" in own.json()["error"]["message"]
+    assert fresh.status_code == 429 and "from everyone" in fresh.json()["error"]["message"]
+    assert office.status_code == 200, office.text
+
+
 REQUESTS: Final = 7  # a client's requests while the service fails every check
 
 

@@ -47,7 +47,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
                                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     metrics.expect((spec.name for spec in server.tool_specs), server.api_settings.rate_limits,
                    sign_in=remote.auth == "oauth")
-    budgets = AddressBudgets(server.shared, _budget_purposes(remote))
+    budgets = AddressBudgets(server.shared, _budget_purposes(remote), remote.vouched_networks)
     verdicts = TokenVerdicts(server.shared, budgets, organizations=AllowedOrganizations.of(remote.allowed_orgs))
     sign_in = None
     if remote.auth == "oauth":

@@ -45,28 +45,30 @@ IPV4_NETWORK, IPV6_NETWORK = 24, 64
 
 # KEYS: the address's log, the network's, then the total's when counted. ARGV: window µs, then each key's limit.
 # Each log is a list of instants (Redis' clock, µs), newest first, at most its limit long: a request is allowed
-# when every log is short of its limit or its oldest entry has left the window. Answers 0 when the request is
-# counted, or the µs until it would be allowed.
+# when every log is short of its limit or its oldest entry has left the window. Answers {0} when the request is
+# counted, or {the µs until it would be allowed, the position of the log that holds it longest}.
 _SPEND: Final = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local window = tonumber(ARGV[1])
-local wait = 0
+local wait, which = 0, 0
 for i, key in ipairs(KEYS) do
   local limit = tonumber(ARGV[i + 1])
   if redis.call('LLEN', key) >= limit then
     local oldest = tonumber(redis.call('LINDEX', key, limit - 1))
-    wait = math.max(wait, oldest + window - now)
+    if oldest + window - now > wait then wait, which = oldest + window - now, i end
   end
 end
-if wait > 0 then return wait end
+if wait > 0 then return {wait, which} end
 for i, key in ipairs(KEYS) do
   redis.call('LPUSH', key, now)
   redis.call('LTRIM', key, 0, tonumber(ARGV[i + 1]) - 1)
   redis.call('PEXPIRE', key, math.ceil(window / 1000))
 end
-return 0
+return {0}
 """
+# Whose count refused a request, in the words a refusal uses (the logs' order in `_SPEND`'s KEYS).
+WHOSE: Final = {"address": "from your address", "network": "from your network", TOTAL: "from everyone"}
 
 
 def network_of(address: str | None) -> str:
@@ -103,21 +105,29 @@ class Budget:
 
 
 class OverBudget(Exception):
-    """The address (or its network, or the strangers together) has used this purpose's budget of the last window."""
+    """The address (or its network, or the strangers together) has used this purpose's budget of the last window:
+    `scope` says which (`address`, `network` or `total`), `whose` says it to the person refused."""
 
-    def __init__(self, purpose: str, retry_after: float) -> None:
-        super().__init__(f"over the {purpose} budget; retry after {retry_after:.0f} s")
+    def __init__(self, purpose: str, retry_after: float, scope: str = "address") -> None:
+        super().__init__(f"over the {purpose} budget {WHOSE[scope]}; retry after {retry_after:.0f} s")
         self.purpose = purpose
         self.retry_after = retry_after
+        self.scope = scope
+
+    @property
+    def whose(self) -> str:
+        return WHOSE[self.scope]
 
 
 class AddressBudgets:
     """The budgets of several purposes over one store: in Redis, or in this process's memory; and the networks
     vouched for, which every purpose's total spares."""
 
-    def __init__(self, store: SharedStore, budgets: Iterable[Budget]) -> None:
+    def __init__(self, store: SharedStore, budgets: Iterable[Budget], vouched_networks: Iterable[str] = ()) -> None:
         self.store = store
         self.budgets = {budget.purpose: budget for budget in budgets}
+        # The operator's (AGENT_AUTOMATION_VOUCHED_NETWORKS): vouched for whatever tokens came from them.
+        self.vouched_networks = tuple(ipaddress.ip_network(network) for network in vouched_networks)
         self._script = store.redis.register_script(_SPEND) if store.redis is not None else None
         self._logs: dict[str, deque[float]] = {}  # memory: "purpose:…:hash" (or "purpose:total") -> instants
         self._vouched: SharedCache[bool] = SharedCache(store, "vouched-network", MAX_VOUCHED)
@@ -135,34 +145,50 @@ class AddressBudgets:
         limits = {f"{KEY_PREFIX}:{{{purpose}}}:address:{_hashed(address or '-')}": budget.per_address}
         if budget.per_network is not None:
             limits[f"{KEY_PREFIX}:{{{purpose}}}:network:{network}"] = budget.per_network
-        if budget.total is not None and await self._vouched.get(network) is None:
+        if budget.total is not None and not await self.vouched(address):
             limits[f"{KEY_PREFIX}:{{{purpose}}}:{TOTAL}"] = budget.total
         if self._script is not None:
             script = self._script
             try:
-                wait = await self.store.ask(lambda redis: script(
+                wait, *which = await self.store.ask(lambda redis: script(
                     keys=list(limits), args=[round(budget.window * 1_000_000), *limits.values()], client=redis))
             except RedisAway:
                 pass
             else:
                 if wait > 0:
-                    raise OverBudget(purpose, wait / 1_000_000)
+                    raise OverBudget(purpose, wait / 1_000_000, _scope(list(limits)[which[0] - 1]))
                 return
         self._spend_locally(budget, limits)
+
+    async def vouched(self, address: str | None) -> bool:
+        """Whether `address` spends no total: in a network the operator named, or one an accepted token came from."""
+        try:
+            ip = ipaddress.ip_address(address or "")
+        except ValueError:
+            ip = None
+        if ip is not None and any(ip in network for network in self.vouched_networks):
+            return True
+        return await self._vouched.get(_hashed(network_of(address))) is not None
 
     def _spend_locally(self, budget: Budget, limits: dict[str, int]) -> None:
         """As the script does, in this process: the logs hold instants, oldest first, at most their limit."""
         now = time.monotonic()
-        wait = max((log[0] + budget.window - now for key, limit in limits.items()
-                    if len(log := self._logs.get(key, ())) >= limit), default=0.0)
-        if wait > 0:
-            raise OverBudget(budget.purpose, wait)
+        waits = {key: log[0] + budget.window - now for key, limit in limits.items()
+                 if len(log := self._logs.get(key, ())) >= limit}
+        longest = max(waits, key=waits.__getitem__, default=None)
+        if longest is not None and waits[longest] > 0:
+            raise OverBudget(budget.purpose, waits[longest], _scope(longest))
         for key, limit in limits.items():
             self._logs.setdefault(key, deque(maxlen=limit)).append(now)
         if len(self._logs) > LOCAL_LOGS:  # logs whose last request left the window hold nothing
             longest = max(budget.window for budget in self.budgets.values())
             for key in [key for key, log in self._logs.items() if log[-1] + longest <= now]:
                 del self._logs[key]
+
+
+def _scope(key: str) -> str:
+    """Which count a log's key is (`aamcp:{<purpose>}:<scope>[:<hash>]`): `address`, `network` or `total`."""
+    return key.split(":")[2]
 
 
 def _hashed(name: str) -> str:

@@ -216,8 +216,8 @@ class McpGate(HttpMiddleware):
                 return await self.sign_in.admit(scope, token, transport, self.verdicts, address)
             verdict = await self.verdicts.verdict(transport, token, address)
         except OverBudget as exc:
-            return _too_many(exc, "too many unknown API tokens from this address (or from everyone) were checked "
-                             "with the service in the last minute; this one was not checked yet",
+            return _too_many(exc, f"too many unknown API tokens {exc.whose} were checked with the service in the "
+                             "last minute; this one was not checked yet",
                              "Send a valid API token; if it is yours, send the request again after "
                              "retry_after_seconds.")
         if not verdict.accepted:

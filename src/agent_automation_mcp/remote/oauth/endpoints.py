@@ -148,7 +148,7 @@ class Endpoints:
                 return await handler(request)
             except OverBudget as exc:
                 note_reason("rate_limited")
-                refusal = (429, "too_many_requests", "Too many sign-in requests from your address; wait a minute.",
+                refusal = (429, "too_many_requests", f"Too many sign-in requests {exc.whose}; wait a minute.",
                            str(max(1, math.ceil(exc.retry_after))))
             except StoreUnavailable:
                 note_reason("unavailable")
@@ -297,9 +297,8 @@ class Endpoints:
         try:
             await self.verdicts.spend_unless_known(credentials, address)
         except OverBudget as exc:
-            return Unusable("rate_limited", "Too many unknown tokens were checked from your network in the last "
-                            f"minute; this one was not checked yet. Try again in {max(1, math.ceil(exc.retry_after))} "
-                            "s.")
+            return Unusable("rate_limited", f"Too many unknown tokens were checked {exc.whose} in the last minute; "
+                            f"this one was not checked yet. Try again in {max(1, math.ceil(exc.retry_after))} s.")
         # Sent once, as `/mcp`'s check: a retry would only add requests to a service that is failing already.
         client = AgentAutomationClient(transport, credentials).within(CHECK_SECONDS).single_attempt()
         try:

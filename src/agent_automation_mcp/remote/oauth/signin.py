@@ -43,18 +43,16 @@ from .tokens import TokenSeal
 logger = logging.getLogger(__name__)
 
 # Requests per sign-in, per endpoint: one registration, two or three consent requests (the page, the form,
-# perhaps the choice of organisation), one token request plus refreshes; a network, two addresses' worth.
-# Registrations also have a total over the networks nobody vouched for (`budgets.py`): each one is stored for up to
-# an hour (`clients.py`), so the total bounds what strangers can make Redis hold; it takes six networks at their
-# own bound to spend it, and none the company works from is held to it.
+# perhaps the choice of organisation), one token request plus refreshes; a network, two addresses' worth. None has
+# a total over every stranger: a registration is sealed into its client id and costs Redis nothing (`clients.py`),
+# so a total would bound nothing but new colleagues (120 registrations a minute from 6 networks refused every new
+# connection from a fresh network); what a registration costs is its request, which the balancer bounds.
 PER_SIGNIN: Final = {"register": 1, "authorize": 3, "token": 3, "revoke": 3}
-REGISTRATIONS_TOTAL_PER_SIGNIN: Final = 12  # × --oauth signins: 120 a minute by default, ≤ 7,200 pending at once
 
 
 def signin_budgets(signins: int) -> list[Budget]:
     """The sign-in endpoints' budgets, sized to fit `signins` sign-ins per address and minute."""
-    return [Budget(endpoint, per * signins, ADDRESSES_PER_NETWORK * per * signins,
-                   REGISTRATIONS_TOTAL_PER_SIGNIN * signins if endpoint == "register" else None)
+    return [Budget(endpoint, per * signins, ADDRESSES_PER_NETWORK * per * signins)
             for endpoint, per in PER_SIGNIN.items()]
 
 
