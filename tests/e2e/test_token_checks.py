@@ -4,6 +4,7 @@ replicas (shared through Redis), and a bounded number of checks for tokens nobod
 from __future__ import annotations
 
 import secrets
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Final
@@ -192,6 +193,40 @@ async def test_a_total_spent_by_strangers_says_so_and_spares_the_networks_the_op
     assert own.status_code == 429 and "from your address" in own.json()["error"]["message"]
     assert fresh.status_code == 429 and "from everyone" in fresh.json()["error"]["message"]
     assert office.status_code == 200, office.text
+
+
+def test_a_known_tenant_is_served_at_once_while_a_slow_check_of_its_token_runs_behind(
+        sandbox: SandboxServer, redis: RedisServer) -> None:
+    """Issue 45: with the service slow to answer checks, a known tenant waited for each re-check (10 s about every
+    20 s, p90 9.05 s). Its earlier verdict serves it at once; the check runs behind, and lands."""
+    redis.flush()
+    known = TENANTS[40]
+    [warm] = replicas(sandbox, redis, 1)
+    try:
+        assert post(warm.url, known).status_code == 200  # its verdict, and the one recalled for a day
+    finally:
+        stop([warm], known)
+    with Redis.from_url(redis.url) as client:  # the verdict's 5 minutes are over
+        for key in client.scan_iter("aamcp:*:verdict:*"):
+            client.delete(key)
+    [replica] = replicas(sandbox, redis, 1)  # a replica that holds nothing in memory
+    slow = {"latency": 8.0, "operations": ["get_current_user"]}  # within the check's 10 s: it answers, late
+    before = len(sandbox.state.request_log)
+    try:
+        assert httpx2.put(f"{sandbox.url}/_sandbox/faults", json=slow, timeout=10).status_code == 200
+        answer = post(replica.url, known)
+        checked_before_the_answer = checks_of(sandbox, known, before)  # a check is logged as it answers
+        for _ in range(40):  # bounded: the check behind lands within its 8 s
+            if checks_of(sandbox, known, before):
+                break
+            time.sleep(0.5)
+        httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}, timeout=10)
+        again = post(replica.url, known)
+    finally:
+        httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}, timeout=10)
+        stop([replica], known)
+    assert answer.status_code == 200 and checked_before_the_answer == 0  # was 1: the answer waited for it
+    assert checks_of(sandbox, known, before) == 1 and again.status_code == 200  # checked once, behind
 
 
 REQUESTS: Final = 7  # a client's requests while the service fails every check

@@ -70,7 +70,7 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
               readyz_route(server, lifecycle),
               *(sign_in.routes() if sign_in is not None else ()),
               *((metrics_route(server, metrics),) if remote.metrics_port is None else ())]
-    return Starlette(routes=routes, lifespan=_lifespan(server, lifecycle, sign_in, watch),
+    return Starlette(routes=routes, lifespan=_lifespan(server, lifecycle, sign_in, watch, verdicts),
                      middleware=[Middleware(OpenConnections, metrics=metrics)])
 
 
@@ -85,8 +85,8 @@ def _budget_purposes(remote: RemoteSettings) -> list[Budget]:
     return purposes
 
 
-def _lifespan(server: AgentAutomationServer, lifecycle: Lifecycle, sign_in: SignIn | None,
-              watch: RedisWatch) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def _lifespan(server: AgentAutomationServer, lifecycle: Lifecycle, sign_in: SignIn | None, watch: RedisWatch,
+              verdicts: TokenVerdicts) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with server.session_manager.run(), anyio.create_task_group() as behind:
@@ -94,6 +94,7 @@ def _lifespan(server: AgentAutomationServer, lifecycle: Lifecycle, sign_in: Sign
             if server.state is not None:
                 server.state.transport.open()  # so that no request waits for the HTTP client to be made
             behind.start_soon(watch.run)
+            verdicts.recheck_in(behind)  # a known tenant is served while its token's check runs behind
             lifecycle.ready = True
             try:
                 yield

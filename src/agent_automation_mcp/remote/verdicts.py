@@ -5,12 +5,18 @@ So a request with a refused token gets HTTP 401 before any tool runs, and a toke
 (`SharedCache`), so that is once per token whatever the number of replicas. Remembered for a bounded time and
 count.
 
+A token whose verdict is on record from the last `RECALLED_SECONDS` (a known tenant) is served on it at once when
+its verdict is due again, while the check runs behind (`recheck_in`): a slow check stalls no known tenant (it held
+each for up to 10 s about every 20 s while the service was slow). A token refused meanwhile is refused from the
+next request on, and the request served on the earlier verdict is made with the token itself, which the service
+refuses in turn.
+
 A check the service could not answer (down, slow, rate-limited) is sent once, never retried, and its outcome is
 remembered for `UNDECIDED_RETRY_SECONDS` too, so one client request (however often a balancer sends it again) and
-a burst of one token's requests cost at most one check. Meanwhile a token whose verdict is on record from the last
-`RECALLED_SECONDS` is served on it (a warning line, `agent_automation_token_verdicts_recalled_total`): an ailing
-service locks no known tenant out. Any other token is undecided: without an allowed list the request goes on and
-the tool meets the same answer; with one it is refused for now (`organizations.py`).
+a burst of one token's requests cost at most one check. Meanwhile a known tenant is served on its earlier verdict
+(a warning line, `agent_automation_token_verdicts_recalled_total`): an ailing service locks no known tenant out.
+Any other token is undecided: without an allowed list the request goes on and the tool meets the same answer; with
+one it is refused for now (`organizations.py`).
 
 The check is a request made with the tenant's own token, which the service counts against that token's
 limits, so it is paced in the token's `standard` bucket like any other request: pacing it apart would let
@@ -22,7 +28,10 @@ client's network there.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, NamedTuple
+
+from anyio.abc import TaskGroup
 
 from .. import tracing
 from ..api.client import AgentAutomationClient
@@ -46,6 +55,7 @@ MAX_TOKENS: Final = 10_000
 CHECK_SECONDS: Final = 10.0
 STRANGERS: Final = "strangers"
 CHECKED, RECALLED, UNDECIDED_STANDING = "checked", "recalled", "undecided"
+RECHECKING: Final = "rechecking"  # served on the earlier verdict while its check runs behind
 
 
 def strangers_budget(per_address: int = DEFAULT_TOKEN_CHECKS_PER_ADDRESS, per_network: int | None = None,
@@ -59,7 +69,8 @@ class Verdict(NamedTuple):
     """The service's answer about a token: `accepted` False for a refused token; with `AGENT_AUTOMATION_ALLOWED_ORGS`
     the served organisations it sees (`served` () for none of them); the Codegen user it belongs to; and where the
     verdict stands: `checked` (the service's answer), `recalled` (an earlier answer, served while the service cannot
-    answer) or `undecided`. A tuple, so the shared cache stores it as a JSON list."""
+    answer), `rechecking` (an earlier answer, served while the check runs behind) or `undecided`. A tuple, so the
+    shared cache stores it as a JSON list."""
 
     accepted: bool
     served: tuple[int, ...] | None = None  # None: no allowed list (every organisation is served), or undecided
@@ -95,6 +106,13 @@ class TokenVerdicts:
             store, f"recalled:{self.organizations.fingerprint}", max_entries, decode=Verdict.decoded)
         self._known: SharedCache[bool] = SharedCache(store, "known", max_entries)
         self.budgets = budgets or AddressBudgets(store, [strangers_budget()])
+        self._behind: TaskGroup | None = None
+        self._rechecking: set[str] = set()  # tokens (hashes) whose check runs behind in this process
+
+    def recheck_in(self, group: TaskGroup) -> None:
+        """Run the checks of known tenants in `group` (the app's, for its life): they are served meanwhile. Without
+        one, a check is waited for."""
+        self._behind = group
 
     async def verdict(self, transport: ApiTransport, token: str, address: str | None, *,
                       vouched: bool = False) -> Verdict:
@@ -110,7 +128,9 @@ class TokenVerdicts:
             return await self._ask(transport, credentials, address, vouched)
 
         with tracing.span("gate token check") as span:
-            verdict = await self._verdicts.remembered(credentials.token_key, ask, fetch_seconds=CHECK_SECONDS) \
+            verdict = await self._verdicts.get(credentials.token_key) or await self._earlier(
+                credentials.token_key, ask) or await self._verdicts.remembered(
+                credentials.token_key, ask, fetch_seconds=CHECK_SECONDS) \
                 or UNDECIDED  # (None only from a fetch that answered nothing: `ask` always answers)
             tracing.note(span, {"agent_automation.token.asked": asked, "agent_automation.token.verdict":
                                 verdict.standing if verdict.standing != CHECKED else
@@ -119,6 +139,27 @@ class TokenVerdicts:
             transport.observer.verdict_recalled()
         serve_user(verdict.user)
         return verdict
+
+    async def _earlier(self, key: str, ask: Callable[[], Awaitable[tuple[Verdict, float]]]) -> Verdict | None:
+        """A known tenant's earlier verdict, its verdict being due, with its check started behind; None when the token
+        is not known (or nothing runs behind): then it is asked as it comes."""
+        if self._behind is None:
+            return None
+        recalled = await self._recalled.get(key)
+        if recalled is None:
+            return None
+        if key not in self._rechecking:
+            self._rechecking.add(key)
+            self._behind.start_soon(self._recheck, key, ask)
+        return recalled._replace(standing=RECHECKING)
+
+    async def _recheck(self, key: str, ask: Callable[[], Awaitable[tuple[Verdict, float]]]) -> None:
+        try:
+            await self._verdicts.remembered(key, ask, fetch_seconds=CHECK_SECONDS)
+        except Exception:  # a check behind answers no request: its failure is logged, the next request asks again
+            logger.exception("the check behind of token %s failed", tenant_id(key))
+        finally:
+            self._rechecking.discard(key)
 
     async def spend_unless_known(self, credentials: Credentials, address: str | None) -> None:
         """Before a token is checked with the service: one from the strangers' budget unless it was accepted in the
