@@ -333,3 +333,25 @@ async def test_the_operators_ends_by_time_and_by_person_hold_without_any_store()
             assert (await grants.rotate(refresh)).access_token
     grants = Grants(store, Sealer([OLD]), TokenSeal([STATE], RESOURCE), Cutoffs(before=made + 1))
     assert await service_token(grants, (await signed_in(grants))["access"]) is None  # made "now", before the cut-off
+
+
+@pytest.mark.anyio
+async def test_after_a_leak_the_retired_state_key_still_opens_registrations_and_new_sign_in_keys_end_old_sign_ins(
+        ) -> None:
+    """docs/rollouts.md's answer to a leaked state key: `new,leaked` state keys and new sign-in keys."""
+    store = MemoryStore()
+    client = OAuthClientInformationFull(client_id="x", redirect_uris=["https://claude.ai/cb"])  # type: ignore[list-item]
+    Clients([STATE], RESOURCE, store, MetadataDocuments(store)).register(client)
+    before = await signed_in(grants_on(store, [OLD], [STATE]), client_id=client.client_id)
+    after = grants_on(store, [NEW], [STATE_NEW, STATE])
+    retired = Clients([STATE_NEW, STATE], RESOURCE, store, MetadataDocuments(store))
+    assert await retired.get(client.client_id) is not None  # the app still reaches the consent page
+    assert await after.signed_in(before["access"]) is None
+    with pytest.raises(TokenError, match="has ended"):
+        await after.rotate(await after.refresh_token(client.client_id, before["refresh"]))  # type: ignore[arg-type]
+    opened = TokenSeal([STATE], RESOURCE).open("aamcp_at_", before["access"], time.time())
+    assert opened is not None  # what the leaked key re-seals is dead with the old sign-in keys
+    assert await after.signed_in(TokenSeal([STATE], RESOURCE).seal("aamcp_at_", opened.grant,
+                                                                   int(time.time()) + 3600)) is None
+    again = await signed_in(after, client_id=client.client_id)  # its person signs in again, through the same app
+    assert await service_token(after, again["access"]) == "tok-service"
