@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Final
 
 import httpx2
 import pytest
@@ -14,7 +16,7 @@ from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.sandbox import SandboxServer
-from pacing.redis_server import RedisServer
+from pacing.redis_server import RedisServer, running_redis
 
 
 def never_reached(sandbox: SandboxServer) -> HttpServer:
@@ -72,3 +74,34 @@ def test_a_replica_started_before_its_redis_turns_ready_once_redis_answers(sandb
     finally:
         replica.stop()
         redis.stop()
+
+
+# A clock an hour behind, for the whole process: what `time.time` says (as a node's bad clock would).
+BEHIND: Final = "import time\n_real = time.time\ntime.time = lambda: _real() - 3600\n"
+
+
+def test_a_replica_whose_clock_is_an_hour_off_says_so_in_its_metrics_and_its_log(
+        sandbox: SandboxServer, tmp_path: Path) -> None:
+    """Issue 45: a replica whose clock was an hour off refused the fleet's tokens with no signal."""
+    (tmp_path / "sitecustomize.py").write_text(BEHIND)
+    with running_redis() as redis:
+        replica = HttpServer(clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_REDIS_URL=redis.url,
+                                       AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS, PYTHONPATH=str(tmp_path),
+                                       **SHARED_KEYS), "--auth", "request")
+        try:
+            offset = 0.0
+            for _ in range(40):  # bounded: the replica looks at Redis at start, then every 5 s
+                offset = _sample(replica, "agent_automation_clock_offset_seconds")
+                if offset:
+                    break
+                time.sleep(0.5)
+        finally:
+            stderr = replica.stop()
+    assert -3660 < offset < -3540
+    assert "this replica's clock is 3600 s behind Redis'" in stderr
+
+
+def _sample(replica: HttpServer, name: str) -> float:
+    text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name)
