@@ -25,6 +25,7 @@ from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client
 from redis import Redis
 
 from agent_automation_mcp.api.limits import parse_rate_limits
+from agent_automation_mcp.remote.oauth.store import RETRY_SECONDS
 from agent_automation_mcp.remote.oauth.tokens import TokenSeal
 from agent_automation_mcp.remote.redis_watch import WATCH_SECONDS
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -222,18 +223,24 @@ def test_a_revoked_sign_in_stays_revoked_and_a_spent_refresh_token_gets_nothing_
     client_id = first.register()
     revoked = first.refresh(client_id, first.tokens(client_id, ALICE)["refresh_token"]).json()
     assert first.revoke(revoked["access_token"], client_id).status_code == 200  # made on the first replica only
-    owner = first.tokens(client_id, ALICE)
-    spent = owner["refresh_token"]
-    owner = first.refresh(client_id, owner["refresh_token"]).json()
-    owner = first.refresh(client_id, owner["refresh_token"]).json()  # the chain two steps past `spent`
-    time.sleep(WATCH_SECONDS + 1)  # the second replica's look reads the end into its memory
+    spent, owners = [], []
+    for refreshes in (1, 2):  # two sign-ins, refreshed on the first replica: their chains past `spent`
+        owner = first.tokens(client_id, ALICE)
+        spent.append(owner["refresh_token"])
+        for _ in range(refreshes):
+            owner = first.refresh(client_id, owner["refresh_token"]).json()
+        owners.append(owner)
+    # The second replica's look reads the end into its memory; a spent token is no retry any more.
+    time.sleep(max(WATCH_SECONDS, RETRY_SECONDS) + 1)
     redis_server.flush()  # Redis without its data, as after a restart without persistence
     assert _refused_everywhere(cluster, client_id, revoked)  # at once: each replica knows the end
+    at_once = first.refresh(client_id, spent[0])  # at once, on the replica that made the chain
+    assert at_once.status_code == 400 and at_once.json()["error"] == "invalid_grant"  # was 200, a fresh hour
     with Redis.from_url(redis_server.url, decode_responses=True) as redis:  # given back at the first replica's look
         assert _until(lambda: redis.exists(f"aamcp:oauth:ended:{_grant_of(cluster, revoked)}") == 1
-                      and redis.get(f"aamcp:oauth:chain:{_grant_of(cluster, owner)}") == "2")
-    stolen = second.refresh(client_id, spent)  # on the replica that never saw the chain
-    assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"  # was 200, a fresh hour
+                      and redis.get(f"aamcp:oauth:chain:{_grant_of(cluster, owners[1])}") == "2")
+    stolen = second.refresh(client_id, spent[1])  # later, on the replica that never saw the chain
+    assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"
     lost = sum(_metric(replica, "agent_automation_redis_data_lost_total") for replica in cluster.replicas)
     assert lost >= 1
 

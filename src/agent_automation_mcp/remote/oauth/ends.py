@@ -61,16 +61,18 @@ class Ends:
                 raise
 
     async def advance(self, grant_id: str, step: int, pair: str) -> tuple[str, str | None]:
-        """`Store.advance`, in the store; on this replica's own memory while the store does not answer. A chain this
-        replica saw further on than the store's (which lost it) catches a spent token the store would take."""
+        """`Store.advance`, in the store; on this replica's own memory while the store does not answer, or when this
+        replica spent the step itself (the store may have lost that: a retry gets its pair, a reuse ends the grant)."""
         if not self.mirrored:
             return await self.store.advance(grant_id, step, pair)
         if await self.mirror.ended(grant_id):
             return "ended", None
         seen = self.mirror.chain_at(grant_id)
-        if seen is not None and seen > step + 1:
-            await self._end_everywhere(grant_id)
-            return "reused", None
+        if seen is not None and seen > step:
+            outcome, issued = await self.mirror.advance(grant_id, step, pair)
+            if outcome == "reused":
+                await self._end_everywhere(grant_id)
+            return outcome, issued
         try:
             outcome, issued = await self.store.advance(grant_id, step, pair)
         except StoreUnavailable:
