@@ -197,16 +197,7 @@ class MemoryStore:
         return []  # this process's memory: no other replica adds to it
 
     async def restore(self, ends: Sequence[tuple[str, int]], chains: Sequence[tuple[str, int, float]]) -> None:
-        for grant_id, at in ends:
-            await self.end(grant_id, at)
-        for grant_id, step, left in chains:
-            await self.further(grant_id, step, left)
-
-    async def further(self, grant_id: str, step: int, left: float) -> None:
-        """The chain at `step` at least (what another store said of it)."""
-        at = self._live(chain_key(grant_id))
-        if at is None or int(at) < step:
-            self._entries.put(chain_key(grant_id), str(step), left)
+        pass  # this process's memory: it loses nothing another replica could give back
 
     def chain_at(self, grant_id: str) -> int | None:
         at = self._live(chain_key(grant_id))
