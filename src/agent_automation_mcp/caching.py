@@ -114,7 +114,8 @@ class SharedStore:
     def lost(self, exc: Exception) -> None:
         if time.monotonic() >= self._retry_at:
             logger.warning("Redis is unreachable for the shared token caches and sign-ins (%s); remembering in "
-                           "memory, and serving sign-ins unchecked against revocation, meanwhile", type(exc).__name__)
+                           "memory, and checking sign-ins against the ends this replica holds, meanwhile",
+                           type(exc).__name__)
         self._retry_at = time.monotonic() + RETRY_REDIS_AFTER
 
     async def aclose(self) -> None:

@@ -4,7 +4,8 @@ Pacing, the shared token caches and the sign-in store all use it, and so does th
 one connection it holds for the server's life (tasks/notify.py: listen streams hold none); what each does when
 Redis does not answer is its own and stays where it is used: pacing goes on at the replica's local share
 (pacing/redis_ledger.py), the caches remember in memory (caching.py), sign-ins go on on their sealed tokens while
-new sign-ins and revocations answer 503 (remote/oauth/grants.py), the relay tries again after a pause.
+new sign-ins answer 503 and ends hold on the replica that made them (remote/oauth/ends.py), the relay tries again
+after a pause.
 
 The rule: a command may take `REDIS_TIMEOUT` (a loaded replica's event loop lags; that lag must not count as Redis
 gone); a broken connection is tried once more on a fresh one, and a connection idle for `HEALTH_CHECK_SECONDS` is
