@@ -14,10 +14,12 @@ refresh tokens, after which the person refreshes. What Redis holds (`MEMORY USAG
 before and after the registrations.
 
 Then strangers from several networks, each a loopback /24 (HAProxy passes a client's address on as the
-client's): 30 random tokens pasted on the consent page from each of 40 addresses in 4 networks; 12
-registrations from each of 6 networks, then a colleague registers from a 7th; `--junk` random tokens at `/mcp`
-from 3 networks, then a colleague's token never seen before, from a 4th; and a colleague signs in from a 5th (the
-budgets' minute has not passed meanwhile). Loopback only; everything it starts it stops, on error too.
+client's): 30 random tokens pasted on the consent page from each of 40 addresses in 4 networks; 10 registrations
+from each of 2 addresses in each of 6 networks, then a colleague registers from a 7th; 100 random tokens at `/mcp`
+from each of 2 addresses in each of 10 networks, then a colleague's token never seen before from a fresh network
+and another's from the company's egress network (`AGENT_AUTOMATION_VOUCHED_NETWORKS`); and a colleague signs in
+from that network (the budgets' minute has not passed meanwhile). Loopback only; everything it starts it stops, on
+error too.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 ROOT = Path(__file__).resolve().parent.parent
 PERSON = "tok-bench-signin-person"
 COLLEAGUES = tuple(f"tok-bench-signin-colleague-{i}" for i in range(3))  # never seen before the floods
-NETWORK_REGISTRATIONS = (6, 12)  # networks, registrations from each
-JUNK_NETWORKS = 3
+NETWORK_REGISTRATIONS = (6, 2, 10)  # networks, addresses in each, registrations from each address: 120 (issue 45)
+JUNK_NETWORKS = (10, 2, 100)  # networks, addresses in each, random tokens from each address: 2,000 (issue 45)
+VOUCHED = "127.131.0.0/24"  # the company's egress, named in AGENT_AUTOMATION_VOUCHED_NETWORKS
 PASTES = (4, 10, 30)  # networks, addresses in each, tokens pasted from each address
 RATE_LIMITS = "standard=100000/30s,logs=100000/60s"  # pacing never waits: this counts requests
 REPLICAS = 3
@@ -78,6 +81,8 @@ class Figures:
     network_junk: Counter[int] = field(default_factory=Counter)
     network_junk_checks: int = 0
     colleague_token: int = 0
+    colleague_refusal: str = ""  # whose count the refusal of the colleague's new token names
+    vouched_token: int = 0
     pastes: Counter[str] = field(default_factory=Counter)
     paste_checks: int = 0
     colleague_signin: str = ""
@@ -184,7 +189,7 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
         env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
                 "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
                 "AGENT_AUTOMATION_OAUTH_KEYS": Fernet.generate_key().decode(),
-                "AGENT_AUTOMATION_TRUSTED_PROXIES": "127.0.0.1",
+                "AGENT_AUTOMATION_TRUSTED_PROXIES": "127.0.0.1", "AGENT_AUTOMATION_VOUCHED_NETWORKS": VOUCHED,
                 "AGENT_AUTOMATION_LOG_LEVEL": "WARNING", **SHARED_KEYS}
         replicas: list[ServerProcess] = []
         for i in range(REPLICAS):
@@ -230,25 +235,36 @@ def from_networks(figures: Figures, origin: str, log: Any, junk: int) -> None:
             figures.pastes.update(paste(origin, f"127.{140 + network}.0.{host + 1}", pastes))
     figures.paste_checks = sum(1 for record in log[asked:] if record.operation == "get_current_user")
     body = {"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"}
-    networks, each = NETWORK_REGISTRATIONS
+    networks, addresses, each = NETWORK_REGISTRATIONS
     for network in range(networks):
-        statuses, _ = anyio.run(flood, each, lambda http: http.post(f"{origin}/register", json=body),
-                                f"127.{100 + network}.0.1")
-        figures.network_registrations.update(statuses)
+        for host in range(addresses):
+            statuses, _ = anyio.run(flood, each, lambda http: http.post(f"{origin}/register", json=body),
+                                    f"127.{100 + network}.0.{host + 1}")
+            figures.network_registrations.update(statuses)
     with from_address("127.110.0.1") as http:
         figures.colleague_registration = http.post(f"{origin}/register", json=body).status_code
     asked = len(log)
-    for network in range(JUNK_NETWORKS):
-        statuses, _ = anyio.run(flood, junk // JUNK_NETWORKS, lambda http: http.post(
-            f"{origin}/mcp", json={}, headers={"authorization": f"Bearer tok-{secrets.token_hex(12)}"}),
-            f"127.{120 + network}.0.1")
-        figures.network_junk.update(statuses)
+    networks, addresses, each = JUNK_NETWORKS
+    for network in range(networks):
+        for host in range(addresses):
+            statuses, _ = anyio.run(flood, each, lambda http: http.post(
+                f"{origin}/mcp", json={}, headers={"authorization": f"Bearer tok-{secrets.token_hex(12)}"}),
+                f"127.{160 + network}.0.{host + 1}")
+            figures.network_junk.update(statuses)
     figures.network_junk_checks = sum(1 for record in log[asked:] if record.operation == "get_current_user")
-    with from_address("127.130.0.1") as http:
-        figures.colleague_token = http.post(f"{origin}/mcp", json=LIST_CALL, headers=LIST_HEADERS | {
-            "authorization": f"Bearer {COLLEAGUES[0]}"}).status_code
+    for address, token in (("127.130.0.1", COLLEAGUES[0]), ("127.131.0.1", COLLEAGUES[2])):
+        with from_address(address) as http:
+            answer = http.post(f"{origin}/mcp", json=LIST_CALL, headers=LIST_HEADERS | {
+                "authorization": f"Bearer {token}"})
+        if token == COLLEAGUES[0]:
+            figures.colleague_token = answer.status_code
+            message = answer.json().get("error", {}).get("message", "") if answer.status_code == 429 else ""
+            whose = re.search(r"tokens (from .*?) were checked", message)
+            figures.colleague_refusal = f'"{whose[1]}"' if whose else ""
+        else:
+            figures.vouched_token = answer.status_code
     try:
-        sign_in(origin, COLLEAGUES[1], "127.150.0.1")
+        sign_in(origin, COLLEAGUES[1], "127.131.0.2")
         figures.colleague_signin = "signed in"
     except Refused as exc:
         figures.colleague_signin = str(exc)
@@ -287,24 +303,31 @@ def report(rows: dict[str, Figures], registrations: int, junk: int, argv: list[s
               "",
               f"From several networks, each a loopback /24: {PASTES[2]} random tokens pasted on the consent page "
               f"from each of {PASTES[1]} addresses in each of {PASTES[0]} networks; "
-              f"{NETWORK_REGISTRATIONS[1]} registrations from each of {NETWORK_REGISTRATIONS[0]} networks, then a "
-              f"colleague's registration; {junk:,} random tokens at `/mcp` from {JUNK_NETWORKS} networks, then a "
-              "colleague's token never seen before (`tools/list`); then a colleague's sign-in. Each colleague from a "
-              "network of their own, within the same minute.",
+              f"{NETWORK_REGISTRATIONS[2]} registrations from each of {NETWORK_REGISTRATIONS[1]} addresses in each of "
+              f"{NETWORK_REGISTRATIONS[0]} networks, then a colleague's registration from a network of their own; "
+              f"{JUNK_NETWORKS[2]} random tokens at `/mcp` from each of {JUNK_NETWORKS[1]} addresses in each of "
+              f"{JUNK_NETWORKS[0]} networks (issue 45's 2,000 from 10 networks), then a colleague's token never seen "
+              "before (`tools/list`) from a fresh network, and another's from the company's egress network "
+              f"(`AGENT_AUTOMATION_VOUCHED_NETWORKS={VOUCHED}`); then a colleague's sign-in from that network. All "
+              "within the same minute.",
               "",
               "| code | pasted tokens | their checks upstream | registrations | colleague's registration | random "
-              "tokens at /mcp | their checks upstream | colleague's new token | colleague's sign-in |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "tokens at /mcp | their checks upstream | colleague's new token (refused from) | from the vouched "
+              "network | colleague's sign-in |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, f in rows.items():
         pasted = ", ".join(f"{outcome}: {n:,}" for outcome, n in sorted(f.pastes.items()))
         lines.append(f"| {name} | {pasted} | {f.paste_checks:,} | {statuses(f.network_registrations)} | "
                      f"{f.colleague_registration} | {statuses(f.network_junk)} | {f.network_junk_checks:,} | "
-                     f"{f.colleague_token} | {f.colleague_signin} |")
-    lines += ["", "Before, each purpose had one total for every address: 60 registrations (6 networks' worth) "
-              "refused the colleague's, 600 checks (3 addresses' worth) refused every token not seen in a week, and "
-              "the consent page checked what was pasted outside that budget. Now each network has its own budget "
-              "too, a total counts only the networks no accepted token came from, and takes many networks to spend; "
-              "the consent page spends the strangers' budget as `/mcp` does."]
+                     f"{f.colleague_token}{f' ({f.colleague_refusal})' if f.colleague_refusal else ''} | "
+                     f"{f.vouched_token} | {f.colleague_signin} |")
+    lines += ["", "Before, 120 registrations from 6 networks spent the registrations' total and refused the "
+              "colleague's (a registration costs Redis nothing now, and has no total); 2,000 junk tokens from 10 "
+              "networks spent the checks' total, and a colleague's new token from any network nobody signed in from "
+              "was refused, the refusal naming \"this address (or everyone)\". The total still bounds what "
+              "strangers make the service see, so a fresh network's new token waits for it, and the refusal says "
+              "\"from everyone\"; the company's egress networks, named in `AGENT_AUTOMATION_VOUCHED_NETWORKS`, "
+              "never spend it."]
     return "\n".join(lines)
 
 
