@@ -309,6 +309,29 @@ def test_the_operator_ends_every_sign_in_made_before_a_time_and_one_persons_what
             replica.stop()
 
 
+def test_after_a_leaked_state_key_is_retired_with_new_sign_in_keys_apps_still_reach_the_consent_page(
+        cluster: Cluster) -> None:
+    """docs/rollouts.md's answer to a leaked state key: `new,leaked` state keys and new sign-in keys. Dropping the
+    leaked key made every app registered under it unknown; retired, it still opens their registrations, while
+    every sign-in sealed before ends."""
+    flow = RawFlow(cluster.origin)
+    client_id = flow.register()
+    tokens = flow.tokens(client_id, ALICE)
+    leaked = SHARED_KEYS["AGENT_AUTOMATION_STATE_KEYS"]
+    rotated = cluster.replica_env | {"AGENT_AUTOMATION_STATE_KEYS": f"{'n' * 40},{leaked}",
+                                     "AGENT_AUTOMATION_OAUTH_KEYS": Fernet.generate_key().decode()}
+    replica = HttpServer(rotated, *cluster.replica_args)
+    try:
+        there = RawFlow(replica.origin)
+        assert there.consent_page(client_id, pkce()[1]).status_code == 200  # the app is still known
+        assert there.mcp_status(tokens["access_token"]).status_code == 401  # its sign-in sealed before ended
+        assert there.refresh(client_id, tokens["refresh_token"]).json()["error"] == "invalid_grant"
+        again = there.tokens(client_id, ALICE)  # its person signs in again, through the same app
+        assert there.mcp_status(again["access_token"]).status_code == 200
+    finally:
+        replica.stop()
+
+
 def test_while_redis_is_down_a_sign_in_serves_and_refreshes_and_only_new_sign_ins_wait(
         cluster: Cluster, redis_server: RedisServer) -> None:
     flow = RawFlow(cluster.origin)
