@@ -5,7 +5,8 @@ go on: that is in its tokens (`tokens.py`) and its client's id (`clients.py`). W
 replica (`ends.py`), so that it outlives Redis losing its data; an index of the ends (`ends`, by when each was made)
 lets a replica learn them all.
 
-Values are short strings under keys the callers build from hashes and ids: no token is ever a key or a value here.
+Values are short strings under keys the callers build from hashes and ids: no token is ever a key or a value here,
+but for a refresh's pair, kept 10 s for a retry, sealed for the refresh token that was spent (which alone opens it).
 While Redis does not answer (`StoreUnavailable`), Redis is not asked again for a moment (`SharedStore`'s pause),
 so a request during an outage does not wait for a timeout first.
 """
