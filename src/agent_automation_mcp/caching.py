@@ -69,6 +69,7 @@ class ExpiringCache(Generic[V]):
 
 
 KEY_PREFIX: Final = "aamcp"  # as the pacing keys: `aamcp:{<token hash>}:...`, one Cluster slot per token
+MARKER_KEY: Final = f"{KEY_PREFIX}:marker"  # set by every replica; missing, Redis lost its data (pacing/epoch.lua)
 RETRY_REDIS_AFTER: Final = 2.0  # seconds of memory only after Redis failed, before it is tried again
 POLL_SECONDS: Final = 0.05  # how often a replica looks for the answer another replica is fetching
 

@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 
 from ..api.limits import RateLimit
 from ..api.pacer import Receipt, StoreState
+from ..caching import KEY_PREFIX, MARKER_KEY
 from ..redis_pool import UNREACHABLE
 from . import sliding_log
 from .ledger import Outcome
@@ -50,8 +51,6 @@ SWEEP_EVERY: Final = 60.0  # seconds between passes that forget what this replic
 # Each acquire answers, per bucket, how many sends lie within the newest 1/PARTS, 2/PARTS ... of its window: cut
 # off, a replica counts each send as made at the end of its part, at most window / PARTS later than it was.
 PARTS: Final = 4
-KEY_PREFIX: Final = "aamcp"
-MARKER_KEY: Final = f"{KEY_PREFIX}:marker"  # see epoch.lua
 _US: Final = 1_000_000
 _ACQUIRE: Final = files(__package__).joinpath("acquire.lua").read_text()
 _PENALISE: Final = files(__package__).joinpath("penalise.lua").read_text()

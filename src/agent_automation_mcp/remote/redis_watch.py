@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from ..caching import RedisAway, SharedStore
-from ..pacing.redis_ledger import MARKER_KEY
+from ..caching import MARKER_KEY, RedisAway, SharedStore
 from .metrics import Metrics
 
 if TYPE_CHECKING:
