@@ -22,7 +22,8 @@ from agent_automation_mcp import trace_provider
 from agent_automation_mcp.api.statuses import STATUS_WORDS, STATUSES, STOPPED
 from agent_automation_mcp.cli import PROG, build_parser
 from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
-from agent_automation_mcp.remote.rpc_request import BODY_SECONDS, MAX_ID_CHARS, MAX_METHOD_CHARS
+from agent_automation_mcp.remote.bodies import BODY_SECONDS
+from agent_automation_mcp.remote.rpc_request import MAX_ID_CHARS, MAX_METHOD_CHARS, MAX_STEPS
 from agent_automation_mcp.tools.answers import NOT_REPORTED, WRITTEN, answer_for
 from agent_automation_mcp.tools.missing_actions import MISSING_ACTIONS
 from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED, all_tools
@@ -302,7 +303,8 @@ def test_the_bounds_the_docs_state_are_the_codes() -> None:
     """What one caller may send is stated in several pages; each figure is the constant's."""
     limits, remote, operations = ((ROOT / "docs" / name).read_text() for name in (
         "remote-limits.md", "remote.md", "operations.md"))
-    assert f"within {BODY_SECONDS:g} s of its headers" in limits
+    assert f"within {BODY_SECONDS:g} s of its caller being known" in limits
+    assert f"takes more than {MAX_STEPS:,} steps" in limits
     assert f"method of at most {MAX_METHOD_CHARS} characters" in limits
     assert f"an id of at most {MAX_ID_CHARS} characters" in limits
     assert f"{DEFAULT_REQUESTS_PER_TOKEN} a minute per token" in limits

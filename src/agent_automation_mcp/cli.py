@@ -185,6 +185,10 @@ def _checked(args: argparse.Namespace, api: ApiSettings, remote: RemoteSettings)
     auth = auth_mode(args.transport, args.host, remote.auth)
     if remote.metrics_port == args.port:
         raise ValueError(f"the metrics port must differ from --port ({args.port}): /metrics is served apart")
+    if remote.body_bytes_held < remote.max_body_bytes:
+        raise ValueError(f"AGENT_AUTOMATION_BODY_BYTES_HELD (--body-bytes-held, {remote.body_bytes_held:,}) must be "
+                         f"at least AGENT_AUTOMATION_MAX_BODY_BYTES (--max-body-bytes, {remote.max_body_bytes:,}): a "
+                         "body of the largest size must fit")
     policy = None
     if args.transport == "http":
         from .remote.forwarded import parse_proxies

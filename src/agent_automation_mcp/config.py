@@ -49,6 +49,9 @@ SERVER_SETTINGS: Final = (
 AUTH_MODES = ("request", "env", "oauth")
 DEFAULT_TENANT_CALLS = 16  # calls one token may have in flight on one server
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+# Body bytes one replica holds at once for requests whose caller is known (remote/bodies.py): sixteen bodies of the
+# largest size; with what the SDK makes of them, well within a 512 MiB replica.
+DEFAULT_BODY_BYTES_HELD = 16 * DEFAULT_MAX_BODY_BYTES
 # Covers the longest call a tool may make (get_agent_run waiting 50 s, then its last poll: 54 s, tools/runs.py) and
 # its answer; tests/remote/test_drain.py holds this, the Deployment's grace and the call budgets together.
 DEFAULT_SHUTDOWN_GRACE = 60.0
@@ -187,6 +190,7 @@ class RemoteSettings:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    body_bytes_held: int = DEFAULT_BODY_BYTES_HELD
     max_tenant_calls: int = DEFAULT_TENANT_CALLS
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     # Every replica behind one balancer needs the same keys (a Secret): the first seals, every one opens.
@@ -251,6 +255,10 @@ REMOTE_SETTINGS: Final = (
             repeatable=True, metavar="SCHEME://NAME[:PORT]", help="HTTP: a browser Origin to accept; repeatable"),
     Setting("max_body_bytes", ("AGENT_AUTOMATION_MAX_BODY_BYTES",), Number(int, 1024), flag="--max-body-bytes",
             help="HTTP: the largest request body", note="default 1 MiB"),
+    Setting("body_bytes_held", ("AGENT_AUTOMATION_BODY_BYTES_HELD",), Number(int, 1024), flag="--body-bytes-held",
+            help="HTTP: the most request-body bytes one replica holds at once (a body is read only once its caller "
+                 "is known); a body past it gets 503, nothing done; at least --max-body-bytes",
+            note="default 16 MiB"),
     Setting("max_tenant_calls", ("AGENT_AUTOMATION_MAX_TENANT_CALLS",), Number(int, 1), flag="--max-tenant-calls",
             help=_request("tool calls and task requests (tasks/get, /result, /list, /cancel) one token may have in "
                           "flight on this replica; more wait their turn, first come first served, and only a wait "

@@ -5,21 +5,25 @@ made, not even the API's no-op one. On (`start`), the SDK exports over OTLP, HTT
 thread, every span bounded and sampled as `trace_provider` says. A request's trace holds our `/mcp` span (remote
 only), the gate's with its token check, the SDK's span for the MCP method (`mcp.server._otel`, which finds the
 provider through the API's global), and inside it ours for a wait for the tenant's slot, each pacing wait, each
-upstream request and the confirmation. No span holds a
-token, a query's values, a body or an exception's message; the tenant is named by `logs.tenant_id`'s HMAC only.
+upstream request and the confirmation. The gate's spans are made before the request's parent is known (it may be
+in the body, read once the caller is): they are kept (`recorded`) and written with their own times once the
+request's span starts. No span holds a token, a query's values, a body or an exception's message; the tenant is
+named by `logs.tenant_id`'s HMAC only.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
@@ -36,6 +40,50 @@ _tracer: Tracer | None = None  # None: tracing is off
 # W3C trace context only, in and out, whatever OTEL_PROPAGATORS says: a caller's baggage is never sent to the service.
 _W3C: Final = TraceContextTextMapPropagator()
 _OFF: Final[AbstractContextManager[None]] = nullcontext()
+
+
+class KeptSpan(Span):
+    """A span made before its request's trace is known, kept until `serving` writes it, with its times, under the
+    request's span (`recorded`)."""
+
+    def __init__(self, name: str, kind: SpanKind = SpanKind.INTERNAL,
+                 attributes: Mapping[str, AttributeValue] | None = None) -> None:
+        self.name, self.kind, self.attributes = name, kind, dict(attributes or {})
+        self.start_time, self.end_time = time.time_ns(), 0
+        self.status: Status | StatusCode | None = None
+        self.children: list[KeptSpan] = []
+
+    def end(self, end_time: int | None = None) -> None:
+        self.end_time = end_time or time.time_ns()
+
+    def get_span_context(self) -> SpanContext:
+        return INVALID_SPAN_CONTEXT  # nothing may refer to it: it is no span yet
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        self.attributes.update(attributes)
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        self.attributes[key] = value
+
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        """Events are not kept: none of ours makes one."""
+
+    def update_name(self, name: str) -> None:
+        self.name = name
+
+    def is_recording(self) -> bool:
+        return True
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        self.status = status
+
+    def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: int | None = None,
+                         escaped: bool = False) -> None:
+        """Never: an exception is named by its type only (`_span`)."""
+
+
+# While a request's trace is not known yet: the kept span that spans made now go under.
+_keeping: ContextVar[KeptSpan | None] = ContextVar("keeping", default=None)
 
 
 def start() -> str | None:
@@ -98,16 +146,60 @@ def span(name: str, attributes: Mapping[str, AttributeValue] | None = None, *, k
 
 @contextmanager
 def _span(tracer: Tracer, name: str, attributes: Mapping[str, AttributeValue] | None, kind: SpanKind,
-          context: Context | None) -> Iterator[Span]:
+          context: Context | None, start_time: int | None = None) -> Iterator[Span]:
     # An exception is named by its type only: a message may quote a URL with its query, or the service's words.
-    with tracer.start_as_current_span(name, context=context, kind=kind, attributes=attributes,
-                                      record_exception=False, set_status_on_exception=False) as current:
+    keeping = _keeping.get()
+    made = (_kept(keeping, name, kind, attributes) if keeping is not None else
+            tracer.start_as_current_span(name, context=context, kind=kind, attributes=attributes,
+                                         start_time=start_time, record_exception=False,
+                                         set_status_on_exception=False))
+    with made as current:
         try:
             yield current
         except BaseException as exc:
             current.set_attribute("error.type", type(exc).__qualname__)
             current.set_status(StatusCode.ERROR)
             raise
+
+
+@contextmanager
+def _kept(parent: KeptSpan, name: str, kind: SpanKind,
+          attributes: Mapping[str, AttributeValue] | None) -> Iterator[KeptSpan]:
+    kept = KeptSpan(name, kind, attributes)
+    parent.children.append(kept)
+    token = _keeping.set(kept)
+    try:
+        yield kept
+    finally:
+        _keeping.reset(token)
+        kept.end()
+
+
+@contextmanager
+def recorded() -> Iterator[KeptSpan | None]:
+    """Spans made inside are kept, not exported, until `serving` knows the request's parent (it may be in the body,
+    which is read once the caller is known) and writes them under the request's span; None when tracing is off.
+    Their requests to the service carry no trace context (there is none yet)."""
+    if _tracer is None:
+        yield None
+        return
+    root = KeptSpan("request")  # holds the times, and the spans made meanwhile as its children
+    token = _keeping.set(root)
+    try:
+        yield root
+    finally:
+        _keeping.reset(token)
+
+
+def _write(tracer: Tracer, spans: Sequence[KeptSpan], parent: Span) -> None:
+    for kept in spans:
+        span = tracer.start_span(kept.name, context=trace.set_span_in_context(parent), kind=kept.kind,
+                                 attributes=kept.attributes, start_time=kept.start_time, record_exception=False,
+                                 set_status_on_exception=False)
+        if kept.status is not None:
+            span.set_status(kept.status)
+        _write(tracer, kept.children, span)
+        span.end(end_time=kept.end_time or None)
 
 
 def note(span: Span | None, attributes: Mapping[str, AttributeValue]) -> None:
@@ -187,7 +279,7 @@ def upstream_answered(span: Span | None, status: int | None, outcome: str) -> No
 def incoming(scope: Scope, meta: Mapping[str, Any] | None) -> Context | None:
     """The caller's trace context: W3C `traceparent` as an HTTP header, else in the JSON-RPC request's
     `params._meta` (where MCP clients put it, the SDK's own included), as the request's one reading of its body
-    found it (remote/rpc_request.py)."""
+    found it (remote/rpc_request.py: read only once the caller is known)."""
     if _tracer is None:
         return None
     carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", ())
@@ -197,13 +289,22 @@ def incoming(scope: Scope, meta: Mapping[str, Any] | None) -> Context | None:
     return _W3C.extract(carrier) if "traceparent" in carrier else None
 
 
-def serving(scope: Scope, parent: Context | None) -> AbstractContextManager[Span | None]:
-    """The span of one `/mcp` request (a listening stream's lasts as long as the stream)."""
+def serving(scope: Scope, parent: Context | None, kept: KeptSpan | None = None) -> AbstractContextManager[Span | None]:
+    """The span of one `/mcp` request, from the time `kept` was (`recorded`), with the spans kept meanwhile in it."""
     if _tracer is None:
         return _OFF
-    return _span(_tracer, f"{scope['method']} {scope['path']}",
-                 {"http.request.method": scope["method"], "http.route": scope["path"], "url.path": scope["path"],
-                  "url.scheme": scope.get("scheme", "http")}, SpanKind.SERVER, parent)
+    return _serving(_tracer, scope, parent, kept)
+
+
+@contextmanager
+def _serving(tracer: Tracer, scope: Scope, parent: Context | None, kept: KeptSpan | None) -> Iterator[Span]:
+    with _span(tracer, f"{scope['method']} {scope['path']}",
+               {"http.request.method": scope["method"], "http.route": scope["path"], "url.path": scope["path"],
+                "url.scheme": scope.get("scheme", "http")}, SpanKind.SERVER, parent,
+               kept.start_time if kept is not None else None) as span:
+        if kept is not None:
+            _write(tracer, kept.children, span)
+        yield span
 
 
 def served(span: Span | None, status: int, request_id: str, tenant: str | None) -> None:

@@ -21,6 +21,7 @@ import pytest
 from harness import RATE_LIMITS, HttpServer, clean_env, free_port, stdio_server
 from mcp import Client
 from mcp.client.stdio import stdio_client
+from oauth_flow import RawFlow
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.api.credentials import Credentials
@@ -123,9 +124,10 @@ def test_a_json_replica_writes_only_json_and_one_access_line_per_mcp_request(san
     assert [answer.headers["x-request-id"] for answer in answers] == [line["request_id"] for line in access]
     assert len({line["request_id"] for line in access}) == len(access)
     summary = [(line["method"], line["tool"], line["outcome"], line["status"]) for line in access]
+    # A request refused before its caller is known never has its body read: its line names no method.
     assert summary == [("tools/call", "list_models", "ok", 200), ("tools/call", "get_agent_run", "not_found", 200),
-                       ("tools/list", None, "ok", 200), ("tools/list", None, "no_token", 401),
-                       ("tools/list", None, "token_refused", 401), ("tools/list", None, "origin", 403),
+                       ("tools/list", None, "ok", 200), (None, None, "no_token", 401),
+                       (None, None, "token_refused", 401), (None, None, "origin", 403),
                        ("initialize", None, "ok", 200)]
     assert all(isinstance(line["duration"], float) and 0 <= line["duration"] < 30 for line in access)
     tenants = [line["tenant"] for line in access]
@@ -136,6 +138,30 @@ def test_a_json_replica_writes_only_json_and_one_access_line_per_mcp_request(san
     assert tool_line["request_id"] == "req-0001" and tool_line["tenant"] == tenants[0]
     for secret in (ALICE, BOB, STRANGER, *(Credentials(token).token_key[:12] for token in (ALICE, BOB, STRANGER))):
         assert secret not in stderr
+
+
+def test_a_signed_in_users_lines_name_one_tenant_before_and_after_a_refresh(sandbox: SandboxServer) -> None:
+    """The access line and the tool's line name the tenant the sign-in acts for (its service token, as a bearer
+    request with that token is named), whichever of the sign-in's access tokens the request carries."""
+    port = free_port()
+    server = HttpServer(env_for(sandbox, AGENT_AUTOMATION_LOG_FORMAT="json", AGENT_AUTOMATION_LOG_SECRET=SECRET,
+                                AGENT_AUTOMATION_ALLOWED_ORGS="*"),
+                        "--auth", "oauth", "--public-url", f"http://127.0.0.1:{port}", port=port)
+    try:
+        flow = RawFlow(server.origin)
+        client_id = flow.register()
+        first = flow.tokens(client_id, ALICE)
+        refreshed = flow.refresh(client_id, first["refresh_token"]).json()
+        answers = [call(server.url, "list_models", {}, token) for token in (first["access_token"],
+                                                                         refreshed["access_token"], ALICE)]
+    finally:
+        stderr = server.stop()
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    lines = json_lines(stderr)
+    access = [line["tenant"] for line in access_lines(lines) if line.get("tool") == "list_models"]
+    tools = [line["tenant"] for line in lines if line["event"] == "tool_call" and line["tool"] == "list_models"]
+    named = hmac.new(SECRET.encode(), Credentials(ALICE).token_key.encode(), hashlib.sha256).hexdigest()[:16]
+    assert access == tools == [named] * 3
 
 
 def _tenant_of(stderr: str, token: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from served_app import served
@@ -16,14 +17,13 @@ from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.caching import SharedStore
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.pacing import create_pacer
-from agent_automation_mcp.remote import access
+from agent_automation_mcp.remote import access, bodies
 from agent_automation_mcp.remote.access import AccessLog
 from agent_automation_mcp.remote.budgets import AddressBudgets
 from agent_automation_mcp.remote.gate import CHECKS, Lifecycle, McpGate, token_requests_budget
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import REFUSALS, Metrics
 from agent_automation_mcp.remote.organizations import AllowedOrganizations
-from agent_automation_mcp.remote.rpc_request import BODY_TOO_SLOW
 from agent_automation_mcp.remote.verdicts import TokenVerdicts, strangers_budget
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
@@ -31,8 +31,9 @@ from agent_automation_mcp.tools.callers import RequestCaller, ServerState
 
 ALICE, BOB, CAROL = "tok-alice-org1", "tok-bob-org2", "tok-carol-undecided"
 DECLARED = {(str(status), reason) for check in CHECKS for status, reason in check.refusals}
-# Refused in front of the gate (a body that does not arrive in time) or by the SDK behind it (406, 413).
-ELSEWHERE = {(str(status), access.REASONS[status]) for status in (BODY_TOO_SLOW[0], 406, 413)}
+# Refused by the SDK behind the gate (406, 413).
+ELSEWHERE = {(str(status), access.REASONS[status]) for status in (406, 413)}
+HELD = 4096  # body bytes the gate holds at once
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
 
@@ -62,10 +63,10 @@ async def gated() -> AsyncIterator[tuple[str, Metrics, Lifecycle, SandboxServer]
         budgets = AddressBudgets(SharedStore(), [strangers_budget(per_address=4), token_requests_budget(1)])
         verdicts = TokenVerdicts(budgets=budgets, organizations=AllowedOrganizations.of((1,)))
         gate = McpGate(answered, server, HostPolicy.build("127.0.0.1", (), ()), lifecycle, per_request_auth=True,
-                       verdicts=verdicts, budgets=budgets)
+                       verdicts=verdicts, budgets=budgets, body_bytes_held=HELD)
         async with ApiTransport(api, create_pacer(api)) as transport:
             server.state = ServerState(transport=transport, callers=RequestCaller(), settings=server.server_settings)
-            async with served(AccessLog(gate, metrics, max_body_bytes=4096)) as port:
+            async with served(AccessLog(gate, metrics)) as port:
                 yield f"http://127.0.0.1:{port}/mcp", metrics, lifecycle, sandbox
 
 
@@ -75,10 +76,23 @@ def refused_counts(metrics: Metrics) -> dict[tuple[str, str], float]:
             for sample in metric.samples if sample.name.endswith("_total")}
 
 
+async def slow_body(url: str) -> httpx2.Response:
+    """A POST whose body never comes whole: the gate's answer, as a response."""
+    host, port = url.removeprefix("http://").partition("/")[0].split(":")
+    async with await anyio.connect_tcp(host, int(port)) as slow:
+        await slow.send(f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {ALICE}\r\n"
+                        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":".encode())
+        with anyio.fail_after(10):
+            head = await slow.receive()
+    status = int(head.split(b" ")[1])
+    return httpx2.Response(status, content=head.partition(b"\r\n\r\n")[2])
+
+
 @pytest.mark.anyio
 async def test_each_check_refuses_under_a_reason_it_declares(
-        gated: tuple[str, Metrics, Lifecycle, SandboxServer]) -> None:
+        gated: tuple[str, Metrics, Lifecycle, SandboxServer], monkeypatch: pytest.MonkeyPatch) -> None:
     url, metrics, lifecycle, sandbox = gated
+    monkeypatch.setattr(bodies, "BODY_SECONDS", 0.5)
     counted: set[tuple[str, str]] = set()
 
     async with httpx2.AsyncClient(timeout=20) as http:
@@ -99,6 +113,8 @@ async def test_each_check_refuses_under_a_reason_it_declares(
         assert await refusal(post(), ALICE, origin="https://evil.example") == ("403", "origin")
         assert await refusal(lambda headers: http.get(url, headers=headers), ALICE) == ("405", "method_not_allowed")
         assert await refusal(post({"jsonrpc": "2.0", "id": 1, "method": "m" * 65}), ALICE) == ("400", "overlong")
+        assert await refusal(lambda headers: slow_body(url)) == ("408", "body_too_slow")
+        assert await refusal(post({**LIST, "params": {"_meta": {"x": "x" * HELD}}}), ALICE) == ("503", "bodies_held")
         assert await refusal(post(), ALICE, **{"x-mcp-toolsets": "nonesuch"}) == ("400", "bad_request")
         assert await refusal(post()) == ("401", "no_token")
         assert await refusal(post(), "tok-nobody") == ("401", "token_refused")

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from starlette.datastructures import Headers
 
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.remote.organizations import (
     UNDECIDED_RETRY_SECONDS,
     AllowedOrganizations,
+    acting_in,
     named_beside_sign_in,
     served_organization,
 )
@@ -19,13 +19,14 @@ from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
 
 def _decide(served: tuple[int, ...] | None, allowed: tuple[int, ...], named: str | None = None) -> tuple[Any, Any]:
-    scope: dict[str, Any] = {"type": "http", "headers": [(b"x-organization-id", named.encode())] if named else []}
-    return served_organization(scope, Headers(scope=scope), served, AllowedOrganizations.of(allowed)), scope
+    """The refusal, or None and the organisation the request acts in."""
+    chosen = int(named) if named is not None else None
+    return served_organization(chosen, served, AllowedOrganizations.of(allowed)), acting_in(chosen, served)
 
 
 def test_without_a_list_every_token_goes_on_as_it_came() -> None:
-    refusal, scope = _decide(None, ())
-    assert refusal is None and scope["headers"] == []
+    assert _decide(None, ()) == (None, None)
+    assert _decide(None, (), named="7") == (None, 7)
 
 
 def test_with_a_list_an_undecided_token_is_refused_for_now_not_served_and_not_sent_again_by_a_balancer() -> None:
@@ -42,8 +43,8 @@ def test_with_a_list_tokens_and_named_organisations_outside_it_are_refused() -> 
 
 
 def test_a_token_with_one_served_organisation_goes_on_in_it() -> None:
-    refusal, scope = _decide((1,), (1, 2))
-    assert refusal is None and scope["headers"] == [(b"x-organization-id", b"1")]
+    assert _decide((1,), (1, 2)) == (None, 1)
+    assert _decide((1, 2), (1, 2)) == (None, None)  # two: the tool asks which
 
 
 def test_a_refusal_names_the_organisation_asked_for_the_real_reason_and_what_to_send() -> None:
@@ -62,8 +63,7 @@ def test_a_refusal_names_the_organisation_asked_for_the_real_reason_and_what_to_
 
 
 def test_a_sign_ins_organisation_no_longer_served_is_told_to_sign_in_again() -> None:
-    scope: dict[str, Any] = {"type": "http", "headers": [(b"x-organization-id", b"2")]}
-    refusal = served_organization(scope, Headers(scope=scope), (1,), AllowedOrganizations.of((1,)), signed_in=True)
+    refusal = served_organization(2, (1,), AllowedOrganizations.of((1,)), signed_in=True)
     assert refusal is not None
     error = refusal[1]["error"]["data"]
     assert error["message"] == "this server does not serve organisation 2"

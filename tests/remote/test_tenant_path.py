@@ -1,5 +1,6 @@
 """Every tenant request takes one path: task methods share a token's cap on requests in flight with its tool calls,
-and are counted under their own method. Real HTTP on loopback, each request with its own bearer token."""
+and are counted under their own method. Real HTTP on loopback through the gate, each request with its own bearer
+token."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from served_app import served
 from agent_automation_mcp import server as server_module
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
+from agent_automation_mcp.remote.gate import Lifecycle, McpGate
+from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import Metrics
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
@@ -51,12 +54,15 @@ def sandbox() -> Iterator[SandboxServer]:
 
 @asynccontextmanager
 async def remote(sandbox: SandboxServer, metrics: Metrics) -> AsyncIterator[str]:
-    """The server over Streamable HTTP (the SDK's app, stateless), each request acting with its own token."""
+    """The server over Streamable HTTP (the SDK's app, stateless) behind the gate, which resolves each request's
+    caller from its own token."""
     api = ApiSettings(base_url=sandbox.url)
     server = build_server(api, ServerSettings(), callers=RequestCaller(), max_tenant_calls=CAP, observer=metrics)
-    app = server.streamable_http_app(stateless_http=True, transport_security=TransportSecuritySettings(
+    server.streamable_http_app(stateless_http=True, transport_security=TransportSecuritySettings(
         enable_dns_rebinding_protection=False))
-    async with server.session_manager.run(), served(app) as port:
+    gate = McpGate(server.session_manager.handle_request, server, HostPolicy.build("127.0.0.1", (), ()),
+                   Lifecycle(ready=True), per_request_auth=True)
+    async with server.session_manager.run(), served(gate) as port:
         yield f"http://127.0.0.1:{port}/mcp"
 
 

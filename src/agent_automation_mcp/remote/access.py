@@ -3,8 +3,9 @@
 The line names the request (its id, echoed in `X-Request-Id`), what it asked (the JSON-RPC method and the
 tool), how it ended (the tool's outcome or the refusal's reason, the HTTP status), how long it took and who
 asked (the tenant by `logs.tenant_id`, never the token or its plain hash). It wraps the gate, so refusals
-are logged and counted too, and reads a POST's body first (`rpc_request`), for the gate, the trace context and the
-line alike.
+are logged and counted too. What it names comes from the gate: the caller it resolved (`caller.py`), what the body
+asks (`rpc_request`: a body is read only once its caller is known, so a request refused before names no method)
+and the trace id of the request's span.
 """
 
 from __future__ import annotations
@@ -20,17 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-from opentelemetry.trace import Span
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import logs, tracing
-from ..api.credentials import Credentials
-from ..headers import bearer_token, header_dict
+from .. import logs
+from ..caller import caller_in
+from ..headers import header_dict
 from .forwarded import client_address
 from .metrics import Metrics
 from .middleware import HttpMiddleware, ResponseStart, watching
-from .refusals import respond
-from .rpc_request import BODY_TOO_SLOW, RpcRequest, read_body, read_request
+from .rpc_request import read_request
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +52,7 @@ class _Call:
     tool: str | None = None
     outcome: str | None = None
     reason: str | None = None  # why the request was refused, when its refuser named it (`note_reason`)
+    trace_id: str | None = None  # of the request's span, once the gate started it (`note_trace`)
 
 
 _current_call: ContextVar[_Call | None] = ContextVar("current_call", default=None)
@@ -65,26 +65,24 @@ def note_reason(reason: str) -> None:
         call.reason = reason
 
 
+def note_trace(trace_id: str | None) -> None:
+    """Name the current request's trace, for its access line."""
+    call = _current_call.get()
+    if call is not None:
+        call.trace_id = trace_id
+
+
 class AccessLog(HttpMiddleware):
     """An ASGI app around `/mcp`'s gate."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, *, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         super().__init__(app)
         self.metrics = metrics
-        self.max_body_bytes = max_body_bytes
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
-        headers = header_dict(scope["headers"])
-        given = headers.get(REQUEST_ID_HEADER, "")
+        given = header_dict(scope["headers"]).get(REQUEST_ID_HEADER, "")
         rid = given if REQUEST_ID.fullmatch(given) else secrets.token_hex(16)
-        read_in_time = True
-        if scope["method"] == "POST":  # read once here for the gate, the trace context and this line
-            replaying = await read_body(scope, receive, self.max_body_bytes)
-            read_in_time = replaying is not None
-            receive = replaying or receive
-        request = read_request(scope)
-        parent = tracing.incoming(scope, request.meta if request is not None else None)
         response: dict[str, Any] = {"status": 500, "token_refused": False}
 
         def answered(start: ResponseStart) -> None:
@@ -92,40 +90,30 @@ class AccessLog(HttpMiddleware):
             response["token_refused"] = "invalid_token" in start.headers.get("www-authenticate", "")
             start.append(REQUEST_ID_HEADER, rid)
 
-        sending = watching(send, answered)
         call = _Call()
         rid_token = logs.request_id.set(rid)
         call_token = _current_call.set(call)
-        with tracing.serving(scope, parent) as span:
-            try:
-                if read_in_time:
-                    await self.app(scope, receive, sending)
-                else:
-                    await respond(sending, BODY_TOO_SLOW)
-            finally:
-                _current_call.reset(call_token)
-                self._record(scope, headers, request, call, response, time.monotonic() - started, span)
-                logs.request_id.reset(rid_token)
+        try:
+            await self.app(scope, receive, watching(send, answered))
+        finally:
+            _current_call.reset(call_token)
+            self._record(scope, call, response, time.monotonic() - started)
+            logs.request_id.reset(rid_token)
 
-    def _record(self, scope: Scope, headers: Mapping[str, str], request: RpcRequest | None, call: _Call,
-                response: Mapping[str, Any], seconds: float, span: Span | None) -> None:
+    def _record(self, scope: Scope, call: _Call, response: Mapping[str, Any], seconds: float) -> None:
         status: int = response["status"]
         reason = None
         if 400 <= status < 500 or status in (502, 503):
             reason = call.reason or ("token_refused" if response["token_refused"] else REASONS.get(status, "other"))
         self.metrics.responded(status, reason)
-        logging_it = logger.isEnabledFor(logging.INFO)
-        if not logging_it and span is None:
+        if not logger.isEnabledFor(logging.INFO):
             return
-        token = bearer_token(headers)
-        tenant = logs.tenant_id(Credentials(token).token_key if token else None)
-        tracing.served(span, status, logs.request_id.get() or "", tenant)
-        if not logging_it:
-            return
+        caller, request = caller_in(scope), read_request(scope)
+        tenant = logs.tenant_id(caller.token_key) if caller is not None else None
         method, named_tool = request.quoted() if request is not None else (None, None)
         outcome = call.outcome or reason or ("ok" if status < 400 else "error")
         tool = call.tool or named_tool or None
-        trace = tracing.trace_id(span)  # so the line leads to the request's trace
+        trace = call.trace_id  # so the line leads to the request's trace
         logger.info("%s %s %s%s %d %s %.3f s tenant %s%s", scope["method"], scope["path"], method or "-",
                     f" {tool}" if tool else "", status, outcome, seconds, tenant or "-",
                     f" trace {trace}" if trace else "",

@@ -60,12 +60,11 @@ def build_app(server: AgentAutomationServer, remote: RemoteSettings, *, policy: 
         watch.listeners.append(sign_in.grants.ends.synced)
     gate = McpGate(server.session_manager.handle_request, server, policy, lifecycle,
                    per_request_auth=per_request_auth, verdicts=verdicts, sign_in=sign_in, budgets=budgets,
-                   max_body_bytes=remote.max_body_bytes)
+                   max_body_bytes=remote.max_body_bytes, body_bytes_held=remote.body_bytes_held)
     lifecycle.on_drain.append(server.tasks.reads.end_streams)
     # With a metrics port, /metrics is served there only (a NetworkPolicy admits the scraper to it): the public
     # port answers it 404, so what one replica did is not told to whoever reaches /mcp.
-    routes = [Route("/mcp", AccessLog(gate, metrics, max_body_bytes=remote.max_body_bytes),
-                    methods=["GET", "POST", "DELETE"]),
+    routes = [Route("/mcp", AccessLog(gate, metrics), methods=["GET", "POST", "DELETE"]),
               Route("/healthz", healthz, methods=["GET"]),
               readyz_route(server, lifecycle),
               *(sign_in.routes() if sign_in is not None else ()),

@@ -39,7 +39,7 @@ REFUSALS: Final = (("400", "bad_request"), ("400", "overlong"), ("401", "no_toke
                    ("405", "method_not_allowed"), ("406", "not_acceptable"), ("408", "body_too_slow"),
                    ("413", "body_too_large"), ("421", "host"),
                    ("429", "rate_limited"), ("429", "requests_per_token"), ("502", "undecided"),
-                   ("503", "unavailable"))
+                   ("503", "unavailable"), ("503", "bodies_held"))
 # Sign-in endpoints that spend an address's budget, and what they answer when it is spent or its store is down.
 BUDGETED_SIGNIN: Final = ("authorize", "consent", "token", "register", "revoke")
 BUDGET_REFUSALS: Final = (("429", "rate_limited"), ("503", "unavailable"))

@@ -15,15 +15,11 @@ repeated on every replica.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from starlette.types import Scope
-
 from ..api.client import AgentAutomationClient
 from ..api.models import Organization
-from ..headers import ORGANIZATION, organization_id
 from .access import note_reason
 from .refusals import Refused, refusal
 
@@ -111,20 +107,18 @@ def named_beside_sign_in(named: int | None, chosen: int | None, served: tuple[in
                    f"{named}.")
 
 
-def served_organization(scope: Scope, headers: Mapping[str, str], served: tuple[int, ...] | None,
-                        organizations: AllowedOrganizations, *, signed_in: bool = False) -> Refused | None:
+def served_organization(named: int | None, served: tuple[int, ...] | None, organizations: AllowedOrganizations, *,
+                        signed_in: bool = False) -> Refused | None:
     """With an allowed list (`served`: the listed organisations the token sees; None without a list, or when the
-    service could not answer): refuse a token that sees none of them, or a request naming another one (403,
-    `org_not_allowed`, saying which and why); a request naming none goes on in the token's one served organisation,
-    if it has one. With a list and no answer, nothing is known of the token's organisations: 502, to be sent again
-    later, never served."""
+    service could not answer): refuse a token that sees none of them, or a request naming (`named`) another one
+    (403, `org_not_allowed`, saying which and why). With a list and no answer, nothing is known of the token's
+    organisations: 502, to be sent again later, never served."""
     if served is None:
         if not organizations.restricted:
             return None
         note_reason(UNDECIDED)
         return refusal(502, "the service could not say yet which organisations this API token belongs to",
                        "Send the request again in a few seconds.", retry_after=UNDECIDED_RETRY_SECONDS)
-    named = organization_id(headers)
     if not served:
         note_reason(ORG_NOT_ALLOWED)
         return refusal(403, "this API token belongs to none of the organisations this server serves",
@@ -132,6 +126,12 @@ def served_organization(scope: Scope, headers: Mapping[str, str], served: tuple[
     if named is not None and named not in served:
         note_reason(ORG_NOT_ALLOWED)
         return refusal(403, *organizations.named_refusal(named, served, signed_in=signed_in))
-    if named is None and len(served) == 1:
-        scope["headers"] = [*scope["headers"], (ORGANIZATION.encode(), str(served[0]).encode())]
     return None
+
+
+def acting_in(named: int | None, served: tuple[int, ...] | None) -> int | None:
+    """The organisation a served request acts in: the one it names, else the token's one served organisation when
+    there is an allowed list, else none yet (the tool finds the token's only one: `tools/callers.py`)."""
+    if named is None and served is not None and len(served) == 1:
+        return served[0]
+    return named

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Final
 
 READ_ONLY: Final = "read-only"
-READ_ONLY_GRANT: Final = "agent_automation_read_only_grant"  # marked in the request's ASGI state by the check
 
 
 def with_read_only(scopes: Sequence[str]) -> list[str]:

@@ -91,18 +91,18 @@ def run_http(server: AgentAutomationServer, remote: RemoteSettings, *, host: str
 
 
 def http_protocol() -> type[asyncio.Protocol] | str:
-    """uvicorn's HTTP/1.1 parser: `httptools` (llhttp, in C) where it is installed (a dependency on CPython), with a
-    deadline for each request's headers (header_deadline.py), else h11, in Python: with uvicorn's protocol code
-    around it, 7 % of a remote call's CPU against 2 % with httptools (docs/benchmarks.md, "Serving cost over HTTP");
-    h11 has no such deadline (put HAProxy's `timeout http-request` in front). Imported, not only found, so a broken
-    install falls back rather than failing at the first request."""
+    """uvicorn's HTTP/1.1 parser: `httptools` (llhttp, in C) where it is installed (a dependency on CPython), with
+    deadlines for each request's headers and for the rest of a body answered unread (deadlines.py), else h11, in
+    Python: with uvicorn's protocol code around it, 7 % of a remote call's CPU against 2 % with httptools
+    (docs/benchmarks.md, "Serving cost over HTTP"); h11 has no such deadlines (put HAProxy's `timeout http-request`
+    in front). Imported, not only found, so a broken install falls back rather than failing at the first request."""
     try:
         import httptools  # noqa: F401
     except ImportError:
         return "h11"
-    from .header_deadline import HeaderDeadlineProtocol
+    from .deadlines import DeadlineProtocol
 
-    return HeaderDeadlineProtocol
+    return DeadlineProtocol
 
 
 def loop_options() -> dict[str, Any]:

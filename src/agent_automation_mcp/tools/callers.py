@@ -1,10 +1,10 @@
 """Who a tool call is made for, and the API client it gets.
 
 `CallerResolver` turns a request into credentials: `ConfiguredCaller` (the token and organisation from
-the environment: stdio, and HTTP with `--auth env`) or `RequestCaller` (each HTTP request's bearer token
-and `X-Organization-Id`: `--auth request`). `client_for` is the one place that turns those credentials,
-with the organisation resolved, into a client. No token is held at module level: the resolver lives in
-the server's lifespan state, and per-token caches are bounded in size and age.
+the environment: stdio, and HTTP with `--auth env`) or `RequestCaller` (each HTTP request's own caller, which the
+gate resolved from its bearer token and `X-Organization-Id`, or its sign-in: `caller.py`). `client_for` is the one
+place that turns those credentials, with the organisation resolved, into a client. No token is held at module
+level: the resolver lives in the server's lifespan state, and per-token caches are bounded in size and age.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from ..api.credentials import Credentials
 from ..api.errors import ConfigurationError, RateLimitError
 from ..api.transport import ApiTransport
 from ..caching import SharedCache, SharedStore
+from ..caller import caller_of
 from ..config import ServerSettings
-from ..headers import HeaderError, bearer_token, organization_id
 
 if TYPE_CHECKING:
     from ..run_status import RunStatus
@@ -82,20 +82,17 @@ class ConfiguredCaller:
 
 @dataclass(frozen=True, slots=True)
 class RequestCaller:
-    """Each HTTP request's own caller: `Authorization: Bearer <token>` and, optionally, `X-Organization-Id`."""
+    """Each HTTP request's own caller, as the gate resolved it: `Authorization: Bearer <token>` and, optionally,
+    `X-Organization-Id`, or a sign-in's grant."""
 
     organization_hint: str = "Send the X-Organization-Id header with one of them."
 
     def credentials(self, ctx: Context[Any, Any]) -> Credentials:
-        headers = ctx.headers
-        token = bearer_token(headers)
-        if token is None:  # the HTTP gate answers 401 before this; reached only without it (e.g. stdio)
+        caller = caller_of(ctx.request_context.request)
+        if caller is None:  # the HTTP gate answers 401 before this; reached only without it (e.g. stdio)
             raise ConfigurationError("this request carries no usable bearer token",
                                      hint="Send Authorization: Bearer <your Codegen API token> with each request.")
-        try:
-            return Credentials(token, organization_id(headers))
-        except HeaderError as exc:
-            raise ConfigurationError(str(exc), hint=self.organization_hint) from None
+        return caller.credentials
 
 
 Organizations = tuple[int, list[tuple[int, str | None]]]  # how many the token sees, and the first page (id, name)

@@ -24,8 +24,7 @@ from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel, Field
 
 from .. import tracing
-from ..api.credentials import Credentials
-from ..headers import bearer_token
+from ..caller import caller_of
 from .errors import CancelledByUserError
 
 ANSWER_SECONDS: Final = 600.0  # how long a question stays answerable: a person may step away before confirming
@@ -66,11 +65,11 @@ def continuation_security(keys: Sequence[str]) -> RequestStateSecurity:
     holding the same keys continues the call; without keys, a key of this process only (today's one replica).
     A continuation opens only for the token that started the call."""
     ring: list[str | bytes] = list(keys) or [os.urandom(32)]
-    return RequestStateSecurity(keys=ring, ttl=ANSWER_SECONDS, bind_principal=caller_of)
+    return RequestStateSecurity(keys=ring, ttl=ANSWER_SECONDS, bind_principal=principal)
 
 
-def caller_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The request's token, by its hash (a continuation must come from whoever was asked); None without one
-    (stdio, or HTTP with the operator's token for everyone)."""
-    token = bearer_token(getattr(ctx.request, "headers", None))
-    return Credentials(token).token_key if token is not None else None
+def principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The request's token (a sign-in's service token), by its hash: a continuation must come from whoever was
+    asked; None without one (stdio, or HTTP with the operator's token for everyone)."""
+    caller = caller_of(ctx.request)
+    return caller.token_key if caller is not None else None

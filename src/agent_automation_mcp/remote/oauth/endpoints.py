@@ -1,8 +1,9 @@
 """The sign-in endpoints: metadata, `/register`, `/authorize` (the consent page), `/token` and `/revoke`.
 
 `/register` and `/token` are the SDK's own handlers over `SignInProvider`; around them, and around ours, every
-request is bounded to `MAX_BODY_BYTES` and counted against its address's budget for the endpoint (`budgets.py`;
-a token request carrying a live code or refresh token spends nothing), and writes one access line. A token pasted
+request's body is bounded to `MAX_BODY_BYTES` and must arrive within `bodies.BODY_SECONDS` (else 408), each request
+is counted against its address's budget for the endpoint (`budgets.py`; a token request carrying a live code or
+refresh token spends nothing), and writes one access line. A token pasted
 on the consent page is checked with the service only as `/mcp` checks one: from the strangers' budget unless it was
 accepted lately, and once, never retried (`verdicts.py`). An error at `/authorize` before the client and its
 redirect URI are known goes to the person in the browser as a page, never to an unchecked redirect.
@@ -24,7 +25,6 @@ from mcp.server.auth.handlers.token import TokenHandler
 from mcp.server.auth.provider import construct_redirect_uri
 from mcp.server.auth.routes import cors_middleware
 from mcp.server.auth.settings import ClientRegistrationOptions
-from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.auth import OAuthClientInformationFull
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from starlette.middleware.cors import CORSMiddleware
@@ -38,6 +38,7 @@ from ...api.credentials import Credentials
 from ...api.errors import ApiError, AuthenticationError
 from ...api.transport import ApiTransport
 from ..access import SignInAccess, note_reason
+from ..bodies import read_within
 from ..budgets import OverBudget
 from ..forwarded import client_address
 from ..metrics import Metrics
@@ -369,4 +370,4 @@ def _request_problem(response_type: str | None, challenge: str | None, method: s
 
 
 def _bounded(handler: Handler) -> ASGIApp:
-    return RequestBodyLimitMiddleware(request_response(handler), MAX_BODY_BYTES)
+    return read_within(request_response(handler), MAX_BODY_BYTES)

@@ -1,8 +1,8 @@
 """`--auth oauth`: this server as the OAuth 2.1 authorization server in front of the service, assembled.
 
 `SignIn` holds the store, the keys, the clients and the grants; it gives the app its routes and the gate its
-one check of our access tokens (`admit`): a token of ours stands for a grant, and the request goes on as if it
-carried the grant's service token and organisation, so everything after the gate is the `--auth request` path (a
+one check of our access tokens (`admit`): a token of ours stands for a grant, and the request's caller is the
+grant's service token and organisation (`caller.py`), so everything after the gate is the `--auth request` path (a
 client's `X-Organization-Id` naming another organisation is refused, as it would be beside a token).
 Tokens and client ids are sealed with `AGENT_AUTOMATION_STATE_KEYS`, the service token inside a grant encrypted
 with `AGENT_AUTOMATION_OAUTH_KEYS` too: a sign-in needs both key sets, and no longer Redis (`grants.py`).
@@ -18,22 +18,24 @@ from typing import Final
 from starlette.routing import Route
 from starlette.types import Scope
 
+from ...api.credentials import Credentials
 from ...api.transport import ApiTransport
 from ...caching import SharedStore
+from ...caller import Caller
 from ...config import ADDRESSES_PER_NETWORK, RemoteSettings
-from ...headers import AUTHORIZATION, ORGANIZATION, READONLY_HEADER, header_dict, organization_id
+from ...headers import READONLY_HEADER
 from ..budgets import Budget
 from ..metrics import Metrics
-from ..organizations import named_beside_sign_in, served_organization
+from ..organizations import acting_in, named_beside_sign_in, served_organization
 from ..refusals import Refused, refusal
-from ..scopes import READ_ONLY_GRANT, is_read_only
+from ..scopes import is_read_only
 from ..verdicts import TokenVerdicts
 from .client_rules import RedirectHosts
 from .clients import Clients
 from .cutoffs import Cutoffs
 from .documents import MetadataDocuments
 from .endpoints import Endpoints
-from .grants import Grants, SignedIn, is_ours
+from .grants import Grants, is_ours
 from .metadata import ServerMetadata
 from .preflight import check_oauth_settings
 from .sealing import Sealer
@@ -100,10 +102,11 @@ class SignIn:
     def routes(self) -> list[Route]:
         return self.endpoints.routes()
 
-    async def admit(self, scope: Scope, token: str, transport: ApiTransport, verdicts: TokenVerdicts,
-                    address: str | None) -> Refused | None:
-        """Let a request with one of our access tokens through as its grant's caller, or refuse it (401; 503 for a
-        token of the previous scheme while the shared store does not answer)."""
+    async def admit(self, scope: Scope, token: str, named: int | None, transport: ApiTransport,
+                    verdicts: TokenVerdicts, address: str | None) -> Caller | Refused:
+        """The caller a request with one of our access tokens is made for, its grant's; or its refusal (401; 503 for
+        a token of the previous scheme while the shared store does not answer). `named`: the client's own
+        `X-Organization-Id`, for which the grant's organisation stands in."""
         try:
             signed_in = await self.grants.signed_in(token)
         except StoreUnavailable:
@@ -120,15 +123,15 @@ class SignIn:
                 await self.grants.end(signed_in.grant.id)
             return _refusal(401, "the service no longer accepts the token this sign-in was made with",
                             self.challenge)
-        named = organization_id(header_dict(scope["headers"]))  # the client's own, before the grant's stands in
-        if refused := named_beside_sign_in(named, signed_in.grant.org_id, verdict.served, verdicts.organizations):
+        chosen = signed_in.grant.org_id
+        if refused := named_beside_sign_in(named, chosen, verdict.served, verdicts.organizations):
             return refused
         read_only = is_read_only(signed_in.grant.scopes)
-        scope["headers"] = _as_caller(scope["headers"], signed_in, read_only=read_only)
-        if read_only:  # so the gate refuses a call of a tool that writes (`usable`) before it runs
-            scope.setdefault("state", {})[READ_ONLY_GRANT] = True
-        return served_organization(scope, header_dict(scope["headers"]), verdict.served, verdicts.organizations,
-                                   signed_in=True)
+        if read_only:  # listed and offered as to a request that asks for reading only, whatever the client sent
+            scope["headers"] = _reading_only(scope["headers"])
+        refused = served_organization(chosen, verdict.served, verdicts.organizations, signed_in=True)
+        return refused or Caller(Credentials(signed_in.service_token, acting_in(chosen, verdict.served)),
+                                 read_only=read_only, signed_in=True)
 
     async def close(self) -> None:
         await self.store.close()
@@ -141,15 +144,7 @@ def _refusal(status: int, message: str, challenge: str) -> Refused:
                    headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'})
 
 
-def _as_caller(headers: list[tuple[bytes, bytes]], signed_in: SignedIn, *, read_only: bool
-               ) -> list[tuple[bytes, bytes]]:
-    """The request's headers with the grant's service token and organisation in place of what the client sent."""
-    kept = [(name, value) for name, value in headers if name.lower() not in (AUTHORIZATION.encode(),
-                                                                             ORGANIZATION.encode())]
-    kept.append((AUTHORIZATION.encode(), f"Bearer {signed_in.service_token}".encode()))
-    if signed_in.grant.org_id is not None:
-        kept.append((ORGANIZATION.encode(), str(signed_in.grant.org_id).encode()))
-    if read_only:  # whatever the client sent: a read-only grant lists no writes (`usable`)
-        kept = [(name, value) for name, value in kept if name.lower() != READONLY_HEADER.encode()]
-        kept.append((READONLY_HEADER.encode(), b"true"))
-    return kept
+def _reading_only(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The request's headers narrowed to reading (`X-MCP-Readonly: true`), as the server lists and offers tools."""
+    kept = [(name, value) for name, value in headers if name.lower() != READONLY_HEADER.encode()]
+    return [*kept, (READONLY_HEADER.encode(), b"true")]
