@@ -982,6 +982,7 @@ def test_prometheus_rule_alerts_on_outages_redis_refusals_errors_latency_and_str
                                              "nginx_ingress_controller_nginx_process_connections_total"},
         "AgentAutomationOutOfMemory": {"kube_pod_container_status_restarts_total",
                                        "kube_pod_container_status_last_terminated_reason"},
+        "AgentAutomationMemoryHigh": {"process_resident_memory_bytes", "agent_automation_memory_limit_bytes"},
         "AgentAutomationListenStreams": {"agent_automation_listen_streams", "agent_automation_listen_streams_limit",
                                          "agent_automation_listen_refused_total"},
     }

@@ -2,7 +2,8 @@
 
 Labels are tool names, task methods, outcomes (`ok` or an error kind), rate-limit buckets, HTTP statuses, refusal
 reasons and token verdicts only: no token, tenant or organisation. Each server has its own registry, so several in
-one process stay apart.
+one process stay apart. Beside `FAMILIES`, the process's own (`process_resident_memory_bytes`, CPU seconds, open
+files: prometheus-client's `ProcessCollector`, on Linux), read against `agent_automation_memory_limit_bytes`.
 
 The label values the alerts read are exported at 0 from the start: a series born at its first increment shows in
 `rate()` only from its second scrape, so a flood that came and went within one scrape interval (2,243 refused
@@ -15,9 +16,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
+
+from .memory import memory_limit
 
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 PACING_BUCKETS: Final = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 45.0)
@@ -112,6 +115,9 @@ FAMILIES: Final = {
     "open_streams": Family(Gauge, "agent_automation_open_streams", "Responses streaming (SSE) now on this replica."),
     "redis_up": Family(Gauge, "agent_automation_redis_up",
                        "1 while the shared pacing store answers, 0 when it does not or none is configured."),
+    "memory_limit": Family(Gauge, "agent_automation_memory_limit_bytes", "The memory this replica may use: the "
+                           "tightest limit of its cgroups (a container's), else the machine's; "
+                           "process_resident_memory_bytes is what it uses."),
     "redis_state": Family(Gauge, "agent_automation_redis_state", "1 for the shared pacing store's state now: "
                           "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
                           ("state",)),
@@ -129,6 +135,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes and the rest, read at each scrape
         # Each labelled series, found once: `labels()` cost several times the count it finds, several times a call.
         # As many as the labels' values: tools, outcomes, buckets, statuses, reasons (a bounded set, as exported).
         self._series: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
@@ -217,6 +224,9 @@ class Metrics:
     def exposition(self, redis_state: str) -> bytes:
         """The metrics now; `redis_state` is one of `REDIS_STATES`, as `/readyz` says it."""
         self.redis_up.set(1 if redis_state == "reachable" else 0)
+        limit = memory_limit()  # read at each scrape: a pod's limit may be resized in place
+        if limit is not None:
+            self.memory_limit.set(limit)
         for state in REDIS_STATES:
             self._labelled(self.redis_state, state).set(1 if state == redis_state else 0)
         return generate_latest(self.registry)
