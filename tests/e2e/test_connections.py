@@ -3,17 +3,22 @@
 A flood of listening `GET /mcp` streams from one token (4,000 held the shipped HAProxy full for ~45 s) is refused
 at once in both eras, so nothing is held; one address past its request cap gets a 429 its client shows, and past
 its connection cap has its connections refused as they open (8,000 silent sockets from one address once held the
-balancer full: no request ever arrived to be refused), while other addresses are served; the balancer serves its
-own metrics; each replica counts its open connections and streams. The full-size floods, with the latency of other
-clients, are benchmarks/stream_flood.py and benchmarks/connection_flood.py.
+balancer full: no request ever arrived to be refused), as has one network past its own (its addresses each under
+theirs), while other addresses are served; the ingress counts networks as the balancer does; the balancer serves
+its own metrics and writes an access line; each replica counts its open connections and streams. The full-size
+floods, with the latency of other clients, are benchmarks/stream_flood.py and benchmarks/connection_flood.py.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
+import random
 import re
 import socket
 import subprocess
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Final
@@ -23,7 +28,7 @@ import httpx2
 import pytest
 import test_rollouts
 import yaml
-from harness import HttpServer, refusal_shown, tenant_client
+from harness import HttpServer, free_port, refusal_shown, tenant_client
 from prometheus_client.parser import text_string_to_metric_families
 from test_rollouts import Fleet, client, haproxy_binary
 
@@ -60,6 +65,12 @@ def connections_per_address() -> int:
                          haproxy_config()).group(1))
 
 
+def connections_per_network() -> int:
+    """Connections one network (/24, /64) may have open at all; past it, a new one is refused as it opens."""
+    return int(re.search(r"tcp-request connection reject if \{ sc1_conn_cur gt (\d+) \}",  # type: ignore[union-attr]
+                         haproxy_config()).group(1))
+
+
 def maxconn() -> dict[str, int]:
     """The `maxconn` of the global section and of each frontend, by name."""
     found: dict[str, int] = {}
@@ -80,6 +91,12 @@ def test_the_balancers_cap_each_address_and_leave_room_for_everyone_else() -> No
     assert limits["mcp"] >= 20_000  # the issue's floor: 25 × 200 idle connections once filled the 4,000 there were
     assert limits["global"] >= sum(value for name, value in limits.items() if name != "global")  # metrics stay served
     assert cap_per_address() < connections_per_address() <= limits["mcp"] // 100  # one address: at most 1 %
+    # One network (its /24, or /64 for IPv6: one host holds a whole /64) holds at most 1000, a few addresses' worth:
+    # 340 addresses in two /24s once timed calls out; a /24 capped at 1000 brought a colleague's call back to 52 ms.
+    assert "tcp-request connection track-sc1 src,ipmask(24,64) table per_network" in config
+    assert connections_per_address() < connections_per_network() == 1000
+    assert re.search(r"^\s*log stdout format raw local0 info$", config, re.M)  # an access line per request
+    assert re.search(r"^\s*option httplog$", config, re.M)
     assert re.search(r"^\s*timeout http-keep-alive ([1-5])s$", config, re.M)  # idle keep-alive closes within 5 s
     ingress = (MANIFESTS / "kubernetes" / "ingress-nginx" / "ingress.yaml").read_text()
     assert f'nginx.ingress.kubernetes.io/limit-connections: "{cap_per_address()}"' in ingress
@@ -104,6 +121,72 @@ def test_the_ingress_controller_has_the_balancers_bounds_and_serves_its_metrics(
     assert int(config["max-worker-connections"]) >= 2 * 20_000  # a proxied request holds two of a worker's
     assert config["limit-conn-status-code"] == "429" and "http-request return status 429" in haproxy_config()
     assert values["controller"]["metrics"] == {"enabled": True, "serviceMonitor": {"enabled": True}}
+
+
+def test_the_balancer_writes_an_access_line_per_request(tmp_path: Path) -> None:
+    """On stdout, for the container's log collector: who asked what, the status and how it ended; no token."""
+    port, metrics_port = free_port(), free_port()
+    env = {"MCP_BIND": f"127.0.0.1:{port}", "METRICS_BIND": f"127.0.0.1:{metrics_port}",
+           **{f"REPLICA_{i}": f"127.0.0.1:{free_port()}" for i in (1, 2, 3)}}  # none listening: 503
+    with (tmp_path / "stdout").open("w+") as out:
+        balancer = subprocess.Popen([haproxy_binary(), "-db", "-n", "4000", "-f",  # -n: within any file limit
+                                     str(MANIFESTS / "haproxy" / "haproxy.cfg")],
+                                    env=env, stdout=out, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(200):  # bounded: until it listens
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+                time.sleep(0.05)
+            answer = httpx2.post(f"http://127.0.0.1:{port}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                 headers={"authorization": "Bearer tok-never-logged"}, timeout=10)
+            httpx2.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)  # scrapes are not logged
+            for _ in range(100):
+                out.seek(0)
+                if "POST /mcp" in out.read():
+                    break
+                time.sleep(0.05)
+        finally:
+            balancer.terminate()
+            balancer.wait(timeout=10)
+        out.seek(0)
+        lines = out.read().splitlines()
+    assert answer.status_code == 503
+    (line,) = [line for line in lines if "/mcp" in line or "/metrics" in line]
+    logged = r"^127\.0\.0\.1:\d+ \[.+\] mcp replicas/\S+ [-\d/]+ 503 \d+ .* \"POST /mcp HTTP/1\.1\"$"
+    assert re.search(logged, line), line
+    assert "tok-never-logged" not in "\n".join(lines)
+
+
+def network_of_text(rules: list[re.Pattern[str]], address: str) -> str:
+    """What the ingress's map names an address's network: the first rule's `net`, else the address itself."""
+    for rule in rules:
+        if (match := rule.match(address)) is not None:
+            return match.group("net")
+    return address
+
+
+def test_the_ingress_counts_each_network_as_the_balancer_does() -> None:
+    """nginx cannot mask an address: its map reads the network from the address's text. Each /24 is one name; no
+    name ever stands for two /64s, and a /64 has at most three (where its zeros fall decides how it is written)."""
+    values = yaml.safe_load((MANIFESTS / "kubernetes" / "ingress-nginx" / "controller-values.yaml").read_text())
+    snippet = values["controller"]["config"]["http-snippet"]
+    assert f"limit_conn agent_automation_network {connections_per_network()};" in snippet
+    rules = [re.compile(rule.replace("(?<", "(?P<")) for rule in re.findall(r'"~(.+?)"\s+\$net;', snippet)]
+    assert network_of_text(rules, "203.0.113.7") == network_of_text(rules, "::ffff:203.0.113.250") == "203.0.113"
+    rng = random.Random(64)
+    named: dict[str, set[ipaddress.IPv6Network]] = {}
+    for _ in range(20_000):  # groups drawn from few values, zeros most, so every way of compressing comes up
+        groups = [rng.choice((0, 0, 0, 1, 5, 0xDB8, 0xFFFF)) for _ in range(8)]
+        address = ipaddress.IPv6Address(":".join(f"{group:x}" for group in groups))
+        if address.ipv4_mapped is None:  # written as nginx writes it (RFC 5952: str() does the same)
+            named.setdefault(network_of_text(rules, str(address)), set()).add(
+                ipaddress.IPv6Network(f"{address}/64", strict=False))
+    assert all(len(networks) == 1 for networks in named.values()), "a name that stands for two /64s"
+    names_per_network: dict[ipaddress.IPv6Network, int] = {}
+    for networks in named.values():
+        for network in networks:
+            names_per_network[network] = names_per_network.get(network, 0) + 1
+    assert max(names_per_network.values()) <= 3 and len(names_per_network) > 500
 
 
 def balancer_metrics(fleet: Fleet) -> dict[tuple[str, str], float]:
@@ -150,6 +233,34 @@ async def test_silent_connections_past_an_address_cap_are_refused_as_they_open(f
         assert balancer_metrics(fleet)[denied] - before == extra  # counted, for the dashboard
         assert balancer_metrics(fleet)[("haproxy_frontend_current_sessions", "mcp")] >= cap
         async with client(fleet, sandbox) as session:  # another address: served as ever
+            assert not (await session.call_tool("list_models", {})).is_error
+
+
+@pytest.mark.anyio
+async def test_silent_connections_past_a_network_cap_are_refused_each_address_under_its_own(
+        fleet: Fleet, sandbox: SandboxServer) -> None:
+    """Five addresses of one /24 open 210 connections each, under their own cap, and send nothing: those past the
+    network's 1000 are closed at once, and another network is served meanwhile."""
+    port = int(fleet.url.rsplit(":", 1)[1].split("/")[0])
+    cap, per_address, addresses = connections_per_network(), 210, 5
+    extra = per_address * addresses - cap
+    assert per_address < connections_per_address() and extra > 0
+    with ExitStack() as held:
+        sockets = []
+        for index in range(addresses * per_address):  # 127.0.9.0/24: a network of its own on loopback
+            sock = held.enter_context(socket.socket())
+            sock.bind((f"127.0.9.{index % addresses + 1}", 0))
+            sock.settimeout(10)
+            with contextlib.suppress(ConnectionResetError):  # refused so fast the handshake's end reads it
+                sock.connect(("127.0.0.1", port))
+            sock.setblocking(False)
+            sockets.append(sock)
+        for _ in range(100):  # bounded: until the balancer has refused what it will
+            if sum(map(closed, sockets)) >= extra:
+                break
+            await anyio.sleep(0.05)
+        assert sum(map(closed, sockets)) == extra
+        async with client(fleet, sandbox) as session:  # 127.0.0.1: another network, served as ever
             assert not (await session.call_tool("list_models", {})).is_error
 
 
