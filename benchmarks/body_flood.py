@@ -56,8 +56,8 @@ class Flood:
     probes: int
 
 
-FLOODS: Final = (Flood("no token", "127.0.4.1", 200, 30.0, False, False, 58),
-                 Flood("junk tokens", "127.0.4.2", 200, 30.0, True, False, 58),
+FLOODS: Final = (Flood("no token", "127.0.4.1", 200, 60.0, False, False, 118),
+                 Flood("junk tokens", "127.0.4.2", 200, 60.0, True, False, 118),
                  Flood("no token, one replica", "127.0.4.3", 60, 15.0, False, True, 28))
 
 
@@ -173,8 +173,9 @@ def render(rows: dict[str, Any], command: str) -> str:
              f" replica 1 / 2 / 3); a flood is cut short once a replica passes {SAFETY_MIB:,} MiB. From 1 s in, a "
              f"colleague's calls (`list_models`, a new SDK client each, through the balancer) start 2 a second; one"
              f" not answered within 10 s timed out. Token checks: requests the service got for `GET /v1/users/me` "
-             f"during the flood. Scaled to this machine (2 shared cores): the review's floods ran 60 s; these run "
-             f"30 s (15 s straight to a replica). Load: the 1-minute average at the end.", "",
+             f"during the flood. As the review's floods: 200 connections for 60 s through the balancer, 60 for 15 s "
+             f"straight to a replica; on 2 shared cores, the flood's sender in the same process as the colleague's "
+             f"clock. Load: the 1-minute average at the end.", "",
              "| code | flood | answers | RSS before → peak → 10 s after | token checks | colleague: timed out, "
              "failed of calls | answered: p50 / p90 | load |", "|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():

@@ -7,9 +7,10 @@ tar -x -C /tmp/main`, then `--before /tmp/main/src`): a sandbox, a redis-server,
 and HAProxy running that tree's `manifests/haproxy/haproxy.cfg`. Two floods, one after the other, each from
 addresses of its own in 127.0.0.0/8 (Linux answers the whole range on loopback), none with a token:
 
-- keep-alive: 25 addresses open 200 connections each, send one anonymous request on each (`POST /mcp`, answered
-  401) and then hold them idle, as a keep-alive client does;
-- silent: one address opens 8,000 connections and sends nothing on them.
+- keep-alive: 25 addresses, each in a network (/24) of its own, open 200 connections each, send one anonymous
+  request on each (`POST /mcp`, answered 401) and then hold them idle, as a keep-alive client does;
+- silent: one address opens 8,000 connections and sends nothing on them;
+- one network: 40 addresses of one /24 open 240 connections each (under the per-address cap) and send nothing.
 
 Neither reconnects what the balancer closes. From 1 s after a flood starts, probe calls (`list_models` from a new SDK
 client each, on 127.0.0.1: a newcomer's new connection) start 2 a second, from a process of their own (so that the
@@ -56,14 +57,18 @@ class Flood:
     per_address: int
     sends_a_request: bool
     probes: int
+    second: int  # each flood its own addresses, in 127.<second>.0.0/16
+    one_network: bool  # all in one /24, or each address in its own
 
     @property
     def sources(self) -> list[str]:
-        third = 1 if self.sends_a_request else 2  # each flood its own addresses: 127.0.1.x and 127.0.2.x
-        return [f"127.0.{third}.{index + 1}" for index in range(self.addresses)]
+        if self.one_network:
+            return [f"127.{self.second}.0.{index + 1}" for index in range(self.addresses)]
+        return [f"127.{self.second}.{index}.1" for index in range(self.addresses)]
 
 
-FLOODS: Final = (Flood("keep-alive", 25, 200, True, 90), Flood("silent", 1, 8000, False, 60))
+FLOODS: Final = (Flood("keep-alive", 25, 200, True, 90, 1, False), Flood("silent", 1, 8000, False, 60, 2, False),
+                 Flood("one network", 40, 240, False, 60, 3, True))
 
 
 @dataclass
@@ -182,8 +187,9 @@ def render(rows: dict[str, Any], command: str) -> str:
 
     lines = ["## Connection floods through the shipped HAProxy", "",
              f"`{command}`. 3 replicas sharing Redis behind HAProxy (`manifests/haproxy/haproxy.cfg` of the tree "
-             "measured); no flood sends a token. **keep-alive**: 25 addresses × 200 connections, one anonymous "
-             "request on each, then held idle. **silent**: 1 address × 8,000 connections, nothing sent. Neither "
+             "measured); no flood sends a token. **keep-alive**: 25 addresses, each in a /24 of its own, × 200 "
+             "connections, one anonymous request on each, then held idle. **silent**: 1 address × 8,000 connections, "
+             "nothing sent. **one network**: 40 addresses of one /24 × 240 connections, nothing sent. None "
              "reconnects what the balancer closes. From 1 s after a flood starts, probe calls start "
              f"{PROBES_PER_SECOND} a second from another address (`list_models`, each from a new SDK client, in a "
              f"process of their own); one not answered within {PROBE_TIMEOUT:g} s timed out. Opened: connections "
