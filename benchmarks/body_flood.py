@@ -3,20 +3,20 @@
     .venv/bin/python benchmarks/body_flood.py [--before SRC] [--write docs/benchmarks.md]
 
 Per code measured (this tree's, and with `--before SRC` another tree's, e.g. `git archive main src manifests | tar
--x -C /tmp/main`, then `--before /tmp/main/src`): a sandbox, a redis-server, 3 replicas (`--auth request`) and
-HAProxy running that tree's `manifests/haproxy/haproxy.cfg`. Floods, one after the other, each from one address of
-its own in 127.0.0.0/8 (Linux answers the whole range on loopback): `CONNECTIONS` keep-alive connections, each
-sending `POST /mcp` with a 1 MiB body of empty JSON objects (`[{},{},...]`) again as soon as the last is answered
-(a new connection when the balancer closes one), for `SECONDS`; without a token, with a new junk token each, and
-without a token straight to one replica. Each replica's resident memory is read from /proc every 0.2 s; a flood is
-cut short once a replica passes `SAFETY_MIB` (the machine is shared). From 1 s after a flood starts, a colleague's
-calls (`list_models` from a new SDK client each, on 127.0.0.1, in a process of their own) start 2 a second; one not
-answered within 10 s timed out. Loopback only; the flood is bounded in count and time; everything it starts it stops.
+-x -C /tmp/main`, then `--before /tmp/main/src`): a sandbox, a redis-server, 3 replicas (`--auth request`, trusting
+the balancer's X-Forwarded-For as deployed) and HAProxy running that tree's `manifests/haproxy/haproxy.cfg`. Floods,
+one after the other, each from one address of its own in 127.0.0.0/8 (Linux answers the whole range on loopback):
+keep-alive connections, each sending `POST /mcp` with a 1 MiB body of empty JSON objects (`[{},{},...]`) again as
+soon as the last is answered (a new connection when the balancer closes one): 200 for 60 s without a token, as many
+with a new junk token each, and 60 for 15 s without a token straight to one replica (`FLOODS`). Each replica's
+resident memory is read from /proc every 0.2 s; a flood is cut short once a replica passes `SAFETY_MIB` (the machine
+is shared). From 1 s after a flood starts, a colleague's calls (`list_models` from a new SDK client each, on
+127.0.0.1, in a process of their own) start 2 a second; one not answered within 10 s timed out. Loopback only; the
+flood is bounded in count and time; everything it starts it stops.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import secrets
 import statistics
@@ -25,17 +25,16 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import anyio
 import httpx2
-from connection_flood import PROBE_TOKEN, RATE_LIMITS, probes
-from fleet import ServerProcess, balanced_fleet, die_with_parent
+from connection_flood import probed_fleet, probes
+from fleet import ServerProcess
 from report import before_and_after
 
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox import SandboxServer
 
 BODY: Final = b"[" + b"{}," * (1024 * 1024 // 3 - 1) + b"{}]"  # 1 MiB: what costs the most objects per byte
 SAFETY_MIB: Final = 1536  # a flood stops once a replica holds this much
@@ -145,16 +144,12 @@ async def flood_and_probe(flood: Flood, balancer: ServerProcess, replicas: list[
 
 
 async def measure() -> dict[str, Any]:
-    with SandboxServer(SandboxConfig(tokens=(PROBE_TOKEN,), seed=5)) as sandbox, ExitStack() as stack:
-        balancer, replicas = balanced_fleet(stack, {"AGENT_AUTOMATION_BASE_URL": sandbox.url,
-                                                    "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
-                                                    "AGENT_AUTOMATION_LOG_LEVEL": "WARNING"})
-        rows = {}
-        with ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), initializer=die_with_parent) as prober:
-            prober.submit(time.monotonic).result(timeout=60)  # started before any flood
-            for flood in FLOODS:
-                rows[flood.name] = await flood_and_probe(flood, balancer, replicas, sandbox.org_id, sandbox, prober)
-        return {"floods": rows, "config": [asdict(flood) for flood in FLOODS]}
+    rows = {}
+    # The replicas trust the balancer's X-Forwarded-For, as deployed: each client spends its own address's budgets.
+    with probed_fleet(AGENT_AUTOMATION_TRUSTED_PROXIES="127.0.0.1") as (sandbox, balancer, replicas, prober):
+        for flood in FLOODS:
+            rows[flood.name] = await flood_and_probe(flood, balancer, replicas, sandbox.org_id, sandbox, prober)
+    return {"floods": rows, "config": [asdict(flood) for flood in FLOODS]}
 
 
 def render(rows: dict[str, Any], command: str) -> str:

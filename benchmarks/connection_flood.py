@@ -26,15 +26,16 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import anyio
 import httpx2
 from anyio.abc import SocketStream
-from fleet import balanced_fleet, die_with_parent
+from fleet import ServerProcess, balanced_fleet, die_with_parent
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from report import before_and_after
@@ -166,19 +167,28 @@ def more_file_descriptors() -> None:
         raise SystemExit(f"needs {needed} file descriptors, the hard limit is {hard} (ulimit -Hn)")
 
 
+@contextmanager
+def probed_fleet(**env: str) -> Iterator[tuple[SandboxServer, ServerProcess, list[ServerProcess],
+                                               ProcessPoolExecutor]]:
+    """A sandbox that knows the probes' token, 3 replicas (`--auth request`, `env` beside) behind the shipped
+    HAProxy, and the process the probes run in, started before any flood."""
+    with SandboxServer(SandboxConfig(tokens=(PROBE_TOKEN,), seed=5)) as sandbox, ExitStack() as stack:
+        balancer, replicas = balanced_fleet(stack, {"AGENT_AUTOMATION_BASE_URL": sandbox.url,
+                                                    "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
+                                                    "AGENT_AUTOMATION_LOG_LEVEL": "WARNING", **env})
+        with ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), initializer=die_with_parent) as prober:
+            prober.submit(time.monotonic).result(timeout=60)
+            yield sandbox, balancer, replicas, prober
+
+
 async def measure() -> dict[str, Any]:
     more_file_descriptors()
-    with SandboxServer(SandboxConfig(tokens=(PROBE_TOKEN,), seed=5)) as sandbox, ExitStack() as stack:
-        balancer, _ = balanced_fleet(stack, {"AGENT_AUTOMATION_BASE_URL": sandbox.url,
-                                             "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
-                                             "AGENT_AUTOMATION_LOG_LEVEL": "WARNING"})
-        rows = {}
-        with ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), initializer=die_with_parent) as prober:
-            prober.submit(time.monotonic).result(timeout=60)  # started before any flood
-            for flood in FLOODS:
-                rows[flood.name] = await flood_and_probe(flood, balancer.port, sandbox.org_id, prober)
-                await anyio.sleep(12)  # what the flood left (HAProxy's timeouts) is gone before the next one
-        return {"floods": rows, "config": [asdict(flood) for flood in FLOODS]}
+    rows = {}
+    with probed_fleet() as (sandbox, balancer, _, prober):
+        for flood in FLOODS:
+            rows[flood.name] = await flood_and_probe(flood, balancer.port, sandbox.org_id, prober)
+            await anyio.sleep(12)  # what the flood left (HAProxy's timeouts) is gone before the next one
+    return {"floods": rows, "config": [asdict(flood) for flood in FLOODS]}
 
 
 def render(rows: dict[str, Any], command: str) -> str:

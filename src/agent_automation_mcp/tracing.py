@@ -163,10 +163,12 @@ def _span(tracer: Tracer, name: str, attributes: Mapping[str, AttributeValue] | 
 
 
 @contextmanager
-def _kept(parent: KeptSpan, name: str, kind: SpanKind,
-          attributes: Mapping[str, AttributeValue] | None) -> Iterator[KeptSpan]:
+def _kept(parent: KeptSpan | None, name: str, kind: SpanKind = SpanKind.INTERNAL,
+          attributes: Mapping[str, AttributeValue] | None = None) -> Iterator[KeptSpan]:
+    """A kept span, current inside the block: a child of `parent`, or (None) the root that holds a request's."""
     kept = KeptSpan(name, kind, attributes)
-    parent.children.append(kept)
+    if parent is not None:
+        parent.children.append(kept)
     token = _keeping.set(kept)
     try:
         yield kept
@@ -183,12 +185,8 @@ def recorded() -> Iterator[KeptSpan | None]:
     if _tracer is None:
         yield None
         return
-    root = KeptSpan("request")  # holds the times, and the spans made meanwhile as its children
-    token = _keeping.set(root)
-    try:
+    with _kept(None, "request") as root:  # holds the times, and the spans made meanwhile as its children
         yield root
-    finally:
-        _keeping.reset(token)
 
 
 def _write(tracer: Tracer, spans: Sequence[KeptSpan], parent: Span) -> None:

@@ -196,6 +196,20 @@ def balancer_metrics(fleet: Fleet) -> dict[tuple[str, str], float]:
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
+def silent(held: ExitStack, port: int, sources: list[str]) -> list[socket.socket]:
+    """A connection to the balancer from each of `sources`, sending nothing, held until `held` closes."""
+    sockets = []
+    for source in sources:
+        sock = held.enter_context(socket.socket())
+        sock.bind((source, 0))
+        sock.settimeout(10)
+        with contextlib.suppress(ConnectionResetError):  # refused so fast the handshake's end reads it
+            sock.connect(("127.0.0.1", port))
+        sock.setblocking(False)  # `closed` only peeks
+        sockets.append(sock)
+    return sockets
+
+
 def closed(sock: socket.socket) -> bool:
     """Whether the balancer has closed this connection (an end of stream or a reset is waiting to be read)."""
     try:
@@ -217,14 +231,7 @@ async def test_silent_connections_past_an_address_cap_are_refused_as_they_open(f
     denied = ("haproxy_frontend_denied_connections_total", "mcp")
     before = balancer_metrics(fleet)[denied]
     with ExitStack() as held:
-        sockets = []
-        for _ in range(cap + extra):  # from 127.0.0.2: an address of its own on loopback
-            sock = held.enter_context(socket.socket())
-            sock.bind(("127.0.0.2", 0))
-            sock.settimeout(10)
-            sock.connect(("127.0.0.1", port))
-            sock.setblocking(False)  # `closed` only peeks
-            sockets.append(sock)
+        sockets = silent(held, port, ["127.0.0.2"] * (cap + extra))  # an address of its own on loopback
         for _ in range(100):  # bounded: until the balancer has refused what it will
             if sum(map(closed, sockets)) >= extra:
                 break
@@ -245,16 +252,8 @@ async def test_silent_connections_past_a_network_cap_are_refused_each_address_un
     cap, per_address, addresses = connections_per_network(), 210, 5
     extra = per_address * addresses - cap
     assert per_address < connections_per_address() and extra > 0
-    with ExitStack() as held:
-        sockets = []
-        for index in range(addresses * per_address):  # 127.0.9.0/24: a network of its own on loopback
-            sock = held.enter_context(socket.socket())
-            sock.bind((f"127.0.9.{index % addresses + 1}", 0))
-            sock.settimeout(10)
-            with contextlib.suppress(ConnectionResetError):  # refused so fast the handshake's end reads it
-                sock.connect(("127.0.0.1", port))
-            sock.setblocking(False)
-            sockets.append(sock)
+    with ExitStack() as held:  # 127.0.9.0/24: a network of its own on loopback
+        sockets = silent(held, port, [f"127.0.9.{index % addresses + 1}" for index in range(addresses * per_address)])
         for _ in range(100):  # bounded: until the balancer has refused what it will
             if sum(map(closed, sockets)) >= extra:
                 break
