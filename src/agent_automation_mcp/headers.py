@@ -1,8 +1,8 @@
 """What an HTTP request's headers say about its caller: the bearer token, the organisation, and the names of
 the headers that narrow what it is offered (read by `tools.registry.narrowed`).
 
-Read in two places with the same functions: the HTTP gate (to answer 400/401 before any tool runs) and
-the tool call (to act for that caller), so the two can never disagree.
+The bearer token and the organisation are read once, by the HTTP gate, which answers 400/401 before any tool runs
+and hands the caller on as a value (`caller.py`): nothing after it reads them again.
 """
 
 from __future__ import annotations
