@@ -3,6 +3,7 @@ refuses is counted under a reason that row declares. In process, over loopback, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -133,3 +134,28 @@ async def test_each_check_refuses_under_a_reason_it_declares(
     undeclared = counted - DECLARED
     assert not undeclared, f"counted {sorted(undeclared)}, which no row of remote/gate.py's CHECKS declares"
     assert DECLARED - counted == {("403", "insufficient_scope")}, "a row's refusal that this test does not provoke"
+
+
+@pytest.mark.anyio
+async def test_a_body_still_coming_holds_no_drain_and_is_refused_if_the_drain_began(
+        gated: tuple[str, Metrics, Lifecycle, SandboxServer]) -> None:
+    """While its body comes a request is not in flight (a drain never waits for a slow client); once it came, a
+    replica that began draining meanwhile answers 503, nothing done, for a balancer to send it elsewhere."""
+    url, _, lifecycle, sandbox = gated
+    host, port = url.removeprefix("http://").partition("/")[0].split(":")
+    body = json.dumps(LIST).encode()
+    async with await anyio.connect_tcp(host, int(port)) as connection:
+        await connection.send(f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {ALICE}\r\n"
+                              f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                              + body[:5])
+        with anyio.fail_after(10):
+            async with httpx2.AsyncClient() as http:
+                while lifecycle.in_flight or not (await http.get(f"{sandbox.url}/_sandbox/requests", params={
+                        "operation": "list_organizations"})).json():  # the token checked, its body awaited
+                    await anyio.sleep(0.01)
+        lifecycle.draining = True
+        await connection.send(body[5:])
+        with anyio.fail_after(10):
+            answer = await connection.receive()
+    assert answer.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in answer.lower()
+    assert lifecycle.in_flight == 0
