@@ -37,8 +37,8 @@ async def trickled(server: HttpServer, path: str, token: str) -> tuple[bytes, fl
         answer = b""
 
         async def trickle() -> None:
-            with anyio.CancelScope() as scope:
-                trickling.append(scope)
+            with anyio.CancelScope() as scope, contextlib.suppress(anyio.BrokenResourceError, OSError):
+                trickling.append(scope)  # ended when answered, or when the server has closed the connection
                 for _ in range(30):  # bounded: 60 s
                     await connection.send(b"a")
                     await anyio.sleep(2)
@@ -49,7 +49,7 @@ async def trickled(server: HttpServer, path: str, token: str) -> tuple[bytes, fl
             with anyio.fail_after(3 * BODY_SECONDS):  # without the deadline: held until the trickle ends
                 answer = await connection.receive()
                 seconds = anyio.current_time() - started
-                with contextlib.suppress(anyio.EndOfStream):  # the rest of the answer, up to the close
+                with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):  # the rest, up to the close
                     while True:
                         answer += await connection.receive()
             trickling[0].cancel()
