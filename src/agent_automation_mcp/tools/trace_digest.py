@@ -21,6 +21,7 @@ from ..api.client import AgentAutomationClient, trace_continues
 from ..api.errors import ApiError
 from ..api.models import LogEntry, LogPage
 from ..api.text import excerpt
+from .bounded_text import MORE_CHARS, bounded_line, fitting, quoted
 from .results import Output, Timestamp, compact_json, instant, label
 from .runs import duration
 
@@ -38,7 +39,6 @@ ANSWER_CHARS: Final = 280
 # stay under DIGEST_TOKENS * 4 whatever the trace holds.
 LINE_CHARS: Final = {"note": 200, "time": 320, "types": 420, "tools": 320, "errors": 700, "files": 420,
                      "final answer": 300}
-MORE_CHARS: Final = 40  # room kept at the end of a line for what it leaves out
 TRACKED: Final = 1_000  # distinct names, errors or files counted one by one; more are counted together
 # Where a trace says which file a step touched: Codegen's file tools take `filepath` (`new_filepath` to rename).
 FILE_INPUTS: Final = ("filepath", "file_path", "new_filepath", "target_file")
@@ -333,52 +333,35 @@ def render_digest(data: dict[str, Any]) -> str:
     digest = data["digest"]
     lines = [f"is_terminal={'true' if data.get('is_terminal') else 'false'}; #N is the entry at skip N"]
     if data.get("note"):
-        lines.append(f"note: {_quoted(data['note'], LINE_CHARS['note'])}")
+        lines.append(f"note: {quoted(data['note'], LINE_CHARS['note'])}")
     lines.append(_time_line(digest))
     lines.append(_counts("types", digest["message_types"], digest["other_types"], "entries of other types"))
     if digest["tools"]:
         lines.append(_counts("tools", digest["tools"], digest["other_tools"], "steps with other tools"))
     errors = [f"{kind['count']}× {_where(kind['first_skip'], kind['last_skip'])} "
               f"{_names(kind.get('message_type'), kind.get('tool_name'))}"
-              f"{_quoted(kind.get('message') or '(no message)', ERROR_CHARS)}" for kind in digest["errors"]]
-    lines.append(_line(f"errors: {digest['error_entries']} in {digest['error_kinds']} kinds", LINE_CHARS["errors"],
-                       errors, digest["error_kinds"], 'more kinds: message_types=["ERROR"] lists them', "; "))
+              f"{quoted(kind.get('message') or '(no message)', ERROR_CHARS)}" for kind in digest["errors"]]
+    lines.append(bounded_line(f"errors: {digest['error_entries']} in {digest['error_kinds']} kinds",
+                              LINE_CHARS["errors"], errors, digest["error_kinds"],
+                              'more kinds: message_types=["ERROR"] lists them', "; "))
     if digest["files"]:
-        files = [f"{_quoted(touch['path'], PATH_CHARS)} {touch['count']}"
+        files = [f"{quoted(touch['path'], PATH_CHARS)} {touch['count']}"
                  + (f" ({', '.join(_bare(tool) for tool in touch['tools'])})" if touch["tools"] else "")
                  for touch in digest["files"]]
-        lines.append(_line(f"files (from tool inputs, {FILES_TOUCHED})", LINE_CHARS["files"], files,
-                           digest["file_count"], "more"))
+        lines.append(bounded_line(f"files (from tool inputs, {FILES_TOUCHED})", LINE_CHARS["files"], files,
+                                  digest["file_count"], "more"))
     answer = digest.get("final_answer")
-    lines.append(f"final answer #{answer['skip']}: {_quoted(answer['text'], LINE_CHARS['final answer'])}" if answer
+    lines.append(f"final answer #{answer['skip']}: {quoted(answer['text'], LINE_CHARS['final answer'])}" if answer
                  else "final answer: none in what was read")
     return "\n".join(lines)
-
-
-def _line(head: str, share: int, items: list[str], total: int, more: str, separator: str = ", ") -> str:
-    """`head: item, item, N more` in at most `share` characters: the items that fit, and how many of `total` not."""
-    shown = _fitting(items, share - len(head) - MORE_CHARS, len(separator))
-    left = total - len(shown)
-    parts = [*shown, *([f"{left} {more}"] if left else [])]
-    return f"{head}: {separator.join(parts)}" if parts else head
 
 
 def _counts(head: str, counts: dict[str, int], others: int, what: str) -> str:
     """`head: name N, name N, M entries of other …`: the names that fit; those that do not are among the others."""
     items = [(f"{_bare(name)} {count}", count) for name, count in counts.items()]
-    shown = _fitting([item for item, _ in items], LINE_CHARS[head] - len(head) - MORE_CHARS, 2)
+    shown = fitting([item for item, _ in items], LINE_CHARS[head] - len(head) - MORE_CHARS, 2)
     others += sum(count for _, count in items[len(shown):])
     return f"{head}: " + ", ".join([*shown, *([f"{others} {what}"] if others else [])])
-
-
-def _fitting(items: list[str], room: int, separator: int) -> list[str]:
-    shown: list[str] = []
-    for item in items:
-        room -= len(item) + separator
-        if room < 0:
-            break
-        shown.append(item)
-    return shown
 
 
 def _time_line(digest: dict[str, Any]) -> str:
@@ -390,7 +373,7 @@ def _time_line(digest: dict[str, Any]) -> str:
     head = f"time: {first:%Y-%m-%dT%H:%M:%SZ} to {until} UTC, {_seconds(digest['seconds'])}"
     gaps = [f"{_seconds(gap['seconds'])} after #{gap['after_skip']} "
             f"{_names(gap.get('message_type'), gap.get('tool_name')).rstrip()}" for gap in digest["gaps"]]
-    return _line(f"{head}; longest gaps", LINE_CHARS["time"], gaps, len(gaps), "more") if gaps else head
+    return bounded_line(f"{head}; longest gaps", LINE_CHARS["time"], gaps, len(gaps), "more") if gaps else head
 
 
 def _seconds(seconds: float) -> str:
@@ -403,17 +386,7 @@ def _names(kind: str | None, tool: str | None) -> str:
 
 def _bare(name: str) -> str:
     """A type or tool name as it is when it is a plain word (`label`), else quoted."""
-    return name if label(name, "") == name else _quoted(name, NAME_CHARS)
-
-
-def _quoted(text: str, max_chars: int) -> str:
-    """`text` as a JSON string of at most `max_chars` characters between its quotes, cut (…) to fit its escapes."""
-    quoted = compact_json(text)
-    keep = len(text)
-    while len(quoted) > max_chars + 2 and keep > 0:
-        keep = max(0, keep - (len(quoted) - max_chars - 2) // 2 - 1)
-        quoted = compact_json(text[:keep] + "…")
-    return quoted
+    return name if label(name, "") == name else quoted(name, NAME_CHARS)
 
 
 def _where(first: int, last: int) -> str:
