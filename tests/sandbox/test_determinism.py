@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
+from agent_automation_mcp.api.statuses import FAILURES
 from agent_automation_mcp.sandbox import SandboxConfig, create_app, ids, views
+from agent_automation_mcp.sandbox.seed import RECENT_GOING_SECONDS, RECENT_HOURS, RECENT_SOURCES
 from agent_automation_mcp.sandbox.world import World
 
 from .conftest import MakeSandbox, client_for, org_path
@@ -87,3 +90,29 @@ def test_every_token_has_a_user_of_its_own_however_many_tokens() -> None:
     assert len(set(users)) == len(tokens)
     assert all(world.users[user].github_username.startswith("sandbox-") for user in users)
     assert users[:2] == [ids.DEMO_USER_ID, ids.DEMO_USER_ID + 1]
+
+
+def test_a_days_runs_are_spread_over_the_day_before_the_start_in_every_ending() -> None:
+    """`recent_runs`: newest first by id is newest first by time, the last hour's still go on, the rest ended in each
+    way; the same seed draws the same day, and the seeded world beside it is unchanged."""
+    started = time.time()
+    world = create_app(SandboxConfig(seed=5, recent_runs=96)).state.world
+    again = create_app(SandboxConfig(seed=5, recent_runs=96)).state.world
+    day = [run for run in world.runs.values() if run.id >= ids.FIRST_NEW_RUN_ID]
+    ages = [started - datetime.fromisoformat(run.created_at.replace(" ", "T").removesuffix("Z") + "+00:00")
+            .timestamp() for run in day]
+    assert [run.id for run in day] == list(range(ids.FIRST_NEW_RUN_ID, ids.FIRST_NEW_RUN_ID + 96))
+    assert ages == sorted(ages, reverse=True) and ages[-1] > 0 and ages[0] < RECENT_HOURS * 3600
+    assert all(hour in {int(age // 3600) for age in ages} for hour in range(RECENT_HOURS))  # every hour has runs
+    going = {run.id for run, age in zip(day, ages, strict=True) if age < RECENT_GOING_SECONDS}
+    assert going and {run.id for run in day if run.status == "ACTIVE"} == going
+    ended = {run.status for run in day if run.id not in going}
+    assert ended >= {"COMPLETE", "ERROR", "STOPPED", "PAUSED"} and ended & FAILURES - {"ERROR"}
+    assert {run.source_type for run in day} == set(RECENT_SOURCES)
+    assert {run.repo_id for run in day} >= {None, ids.WRITABLE_REPO_ID} and ids.ARCHIVED_REPO_ID not in {
+        run.repo_id for run in day}
+    assert any(run.pull_request_ids for run in day if run.status == "COMPLETE")
+    assert [(run.id, run.status, run.source_type, run.repo_id) for run in day] == [
+        (run.id, run.status, run.source_type, run.repo_id) for run in again.runs.values() if run.id >= 10_001]
+    seeded = snapshot(world_of(5))
+    assert [run for run in snapshot(world)["runs"] if run["id"] < ids.FIRST_NEW_RUN_ID] == seeded["runs"]

@@ -46,14 +46,16 @@ def test_flags_become_a_config() -> None:
     config = config_from_args(parse("--token", "a", "--token", "b", "--org-id", "7", "--rate-limits", "logs=2/1s",
                                     "--rate-limit-algorithm", "fixed", "--no-retry-after", "--run-seconds", "2",
                                     "--seed", "9", "--logs-paths", "alpha", "--visible-orgs", "2", "--drop-rate",
-                                    "0.1", "--fault-operations", "create_agent_run,get_agent_run"))
+                                    "0.1", "--fault-operations", "create_agent_run,get_agent_run", "--recent-runs",
+                                    "128"))
     assert config.tokens == ("a", "b") and config.org_id == 7 and config.visible_org_ids == (7, 8)
     assert str(config.rate_limits["logs"]) == "2/1s" and str(config.rate_limits["standard"]) == "60/30s"
     assert (config.algorithm, config.retry_after, config.run_seconds, config.seed) == ("fixed", False, 2.0, 9)
-    assert config.logs_paths == "alpha" and config.faults.drop_rate == 0.1
+    assert config.logs_paths == "alpha" and config.faults.drop_rate == 0.1 and config.recent_runs == 128
     assert config.faults.operations == frozenset({"create_agent_run", "get_agent_run"})
     defaults = config_from_args(parse())
     assert defaults.tokens == ("sandbox-demo-token",) and defaults.retry_after and not defaults.faults.active
+    assert defaults.recent_runs == 0
     text = banner(defaults, "http://127.0.0.1:8787")
     assert ("AGENT_AUTOMATION_BASE_URL=http://127.0.0.1:8787 AGENT_AUTOMATION_API_TOKEN=sandbox-demo-token "
             "AGENT_AUTOMATION_ORG_ID=1") in text

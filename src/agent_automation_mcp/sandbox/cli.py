@@ -41,6 +41,9 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--logs-paths", choices=LOGS_PATHS, default="both",
                         help="which logs paths exist: both, only the alpha one (like the real service) or only "
                              "the contract's (default: %(default)s)")
+    parser.add_argument("--recent-runs", type=int, default=0, metavar="N",
+                        help="N more runs in the demo organisation, spread over the day before the sandbox starts "
+                             "(a day's work to list and count; default: %(default)s)")
     parser.add_argument("--max-runs", type=int, default=100_000,
                         help="runs an organisation may create before 402 (default: %(default)s)")
     parser.add_argument("--quirks", action="store_true",
@@ -68,7 +71,8 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
                          rate_limits=parse_rate_limits(args.rate_limits), algorithm=args.rate_limit_algorithm,
                          retry_after=args.retry_after, run_seconds=args.run_seconds, seed=args.seed,
                          logs_paths=args.logs_paths, visible_orgs=args.visible_orgs, faults=faults,
-                         max_runs=args.max_runs, quirks=args.quirks, token_orgs=_token_orgs(args.token_orgs or ()))
+                         max_runs=args.max_runs, recent_runs=args.recent_runs, quirks=args.quirks,
+                         token_orgs=_token_orgs(args.token_orgs or ()))
 
 
 def _token_orgs(items: Sequence[str]) -> dict[str, tuple[int, ...]]:

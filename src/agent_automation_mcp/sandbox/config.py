@@ -15,6 +15,7 @@ DEMO_TOKEN = "sandbox-demo-token"
 # Each rate is a share of requests; one roll picks at most one of them, in this order of precedence.
 FAULT_RATES = ("error_rate", "throttle_rate", "redirect_rate", "drop_rate", "malformed_rate", "empty_rate")
 MAX_VISIBLE_ORGS = 8  # entity ids are laid out in blocks of 1000 per organisation, below the ids of new things
+MAX_RECENT_RUNS = 5000
 
 
 @dataclass
@@ -78,6 +79,9 @@ class SandboxConfig:
     max_runs: int = 100_000  # agent runs an organisation may create before 402 (plan quota)
     run_error_fraction: float = 0.15  # share of new runs that end in ERROR instead of COMPLETE
     large_run_log_entries: int = 250  # trace size of the seeded run with a long trace
+    # Runs the demo organisation started over the day before the sandbox did (`seed.RECENT_HOURS`), after the
+    # seeded ones: a day's work for a list's time bound and counts (ids from FIRST_NEW_RUN_ID).
+    recent_runs: int = 0
     # The real service's deviations from its own OpenAPI (string integration ids, string tool_output).
     # Off by default so that every response validates against the reference schemas.
     quirks: bool = False
@@ -97,6 +101,8 @@ class SandboxConfig:
             raise ValueError(f"logs_paths must be one of {', '.join(LOGS_PATHS)}, got {self.logs_paths!r}")
         if self.run_seconds < 0:
             raise ValueError(f"run_seconds must be >= 0, got {self.run_seconds}")
+        if not 0 <= self.recent_runs <= MAX_RECENT_RUNS:
+            raise ValueError(f"recent_runs must be between 0 and {MAX_RECENT_RUNS}, got {self.recent_runs}")
         if not 0.0 <= self.run_error_fraction <= 1.0:
             raise ValueError(f"run_error_fraction must be between 0 and 1, got {self.run_error_fraction}")
         self.tokens = tuple(self.tokens)

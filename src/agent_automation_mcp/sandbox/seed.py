@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -92,6 +93,14 @@ RUNS: Final = (
     SeedRun(414, 202, "API", "ACTIVE"),
 )
 WENT_THE_WHOLE_WAY: Final = ("COMPLETE", "ERROR")  # seeded runs that reached their last step; the others end early
+# A day's runs (`SandboxConfig.recent_runs`): spread evenly over the hours before the sandbox starts, each ending as
+# drawn (weights), those of the last hour still going, for hours more. Each took RECENT_RUN_SECONDS.
+RECENT_HOURS: Final = 24
+RECENT_GOING_SECONDS: Final = 3600
+RECENT_RUN_SECONDS: Final = 900.0
+RECENT_ENDINGS: Final = {"COMPLETE": 70, "ERROR": 8, "TIMEOUT": 4, "MAX_ITERATIONS_REACHED": 3, "OUT_OF_TOKENS": 2,
+                         "STOPPED": 7, "PAUSED": 6}
+RECENT_SOURCES: Final = {"API": 60, "SLACK": 15, "GITHUB": 10, "LINEAR": 8, "GITHUB_CHECK_SUITE": 7}
 SMALL_ORG_RUNS: Final = 1  # the other organisations get the first one
 PROMPTS: Final = ("Fix the flaky login test", "Add pagination to the users endpoint", "Upgrade the CI runners",
                   "Explain the deploy failure", "Write docs for the config file", "Rename the settings module",
@@ -131,6 +140,8 @@ def build_world(config: SandboxConfig) -> World:
         _seed_repos(world, k, org_id, in_org, REPOS if k == 0 else REPOS[:SMALL_ORG_REPOS])
         _seed_runs(world, rng, k, org_id, in_org[0] if in_org else members[0],
                    RUNS if k == 0 else RUNS[:SMALL_ORG_RUNS])
+        if k == 0:
+            _seed_recent_runs(world, org_id, config.recent_runs)
         base = k * ids.BLOCK
         world.sandboxes[base + ids.SANDBOX_WITH_LOGS] = LogSandbox(base + ids.SANDBOX_WITH_LOGS, org_id, has_logs=True)
         world.sandboxes[base + ids.SANDBOX_WITHOUT_LOGS] = LogSandbox(base + ids.SANDBOX_WITHOUT_LOGS, org_id,
@@ -190,6 +201,33 @@ def _seed_runs(world: World, rng: random.Random, k: int, org_id: int, owner_id: 
             pr.url_ban = spec.ban == "url"
             pr.parent_run_ban = run.id if spec.ban == "parent_run" else None
         advance(run, math.inf, world.open_pull_request)
+
+
+def _seed_recent_runs(world: World, org_id: int, count: int) -> None:
+    """`count` runs over the RECENT_HOURS before now, oldest first (so ids and times agree, newest first), on the
+    organisation's repositories that are not archived or on none, from several sources, by its members."""
+    rng = random.Random(f"{world.config.seed}:recent")
+    now, wall = time.monotonic(), time.time()
+    slot = RECENT_HOURS * 3600 / max(count, 1)
+    repos: list[Repository | None] = [repo for repo in world.org_repos(org_id) if not repo.archived]
+    members = world.orgs[org_id].member_ids
+    for index in range(count):
+        age = slot * (count - 1 - index + rng.uniform(0.05, 0.95))
+        repo = rng.choice([*repos, None])
+        run = world.new_run(org_id=org_id, user_id=rng.choice(members), repo_id=repo.id if repo else None,
+                            prompt=rng.choice(PROMPTS), wall=wall - age,
+                            source_type=rng.choices(list(RECENT_SOURCES), list(RECENT_SOURCES.values()))[0])
+        outcome = rng.choices(list(RECENT_ENDINGS), list(RECENT_ENDINGS.values()))[0]
+        going = age < RECENT_GOING_SECONDS
+        whole = going or outcome in WENT_THE_WHOLE_WAY
+        plan_segment(run, seed=world.config.seed, start=now - age, start_wall=wall - age,
+                     duration=age + 3 * RECENT_GOING_SECONDS if going else RECENT_RUN_SECONDS,
+                     quirks=world.config.quirks, repo_full_name=repo.full_name if repo else None,
+                     outcome=outcome if outcome in WENT_THE_WHOLE_WAY else "COMPLETE")
+        if not whole:
+            _cut_short(world, run, outcome)
+        else:
+            advance(run, now if going else math.inf, world.open_pull_request)
 
 
 def _cut_short(world: World, run: Run, outcome: str) -> None:
