@@ -333,6 +333,16 @@ def test_runs_are_a_table_newest_first_and_follow_a_change_of_theme(host: HostSi
     assert frame.execute_script("return document.documentElement.dataset.theme") == "dark"
 
 
+def test_runs_counted_are_drawn_as_facts(host: HostSite, browser: Any) -> None:
+    view = View(browser, host.page("list_agent_runs", {"counts": True, "since": "2025-01-01"}))
+    text = view.text()
+    assert "Agent runs counted" in text and "No agent runs match" not in text
+    for fact in ("Runs", "Status", "Source", "Repository", "Failed"):
+        assert f"{fact}\n" in text, fact
+    assert "done " in text and "failed " in text and "sandbox-org/web-app: " in text
+    assert "not reported (no pull request names one): " in text and "404 ERROR" in text and "created since " in text
+
+
 def test_the_view_takes_the_hosts_dark_theme_and_fits_a_phone(host: HostSite, browser: Any, shots: Path) -> None:
     from selenium.webdriver.common.by import By
 

@@ -22,11 +22,12 @@ from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 from agent_automation_mcp.tools.results import Output
 from agent_automation_mcp.view import page
 
-# What `showResult` in view/runs.html draws, told by a result's top-level fields: a trace's digest, a trace page, a
-# list of runs, one run. `test_the_shapes_are_the_pages_own` ties this to the page's code.
+# What `showResult` in view/runs.html draws, told by a result's top-level fields: a trace's digest, a trace page, runs
+# counted, a list of runs, one run. `test_the_shapes_are_the_pages_own` ties this to the page's code.
 # Each shape: the fields it is told by, and the JSON type each must have (None: present, of any type).
 DRAWN: Final[dict[str, dict[str, str | None]]] = {
-    "a digest": {"digest": "object"}, "a trace page": {"entries": "array"}, "a list of runs": {"runs": "array"},
+    "a digest": {"digest": "object"}, "a trace page": {"entries": "array"}, "runs counted": {"counts": "object"},
+    "a list of runs": {"runs": "array"},
     "a run": {"id": "integer", "is_terminal": None}}
 
 

@@ -1,5 +1,5 @@
-"""Reading the organisation's runs page by page for what the service cannot filter on (a status, a pull request),
-within a bound per call, and saying how far the reading went; and a pull request as people name it.
+"""Reading the organisation's runs page by page for what the service cannot filter on (a status, a pull request, a
+time), within a bound per call, and saying how far the reading went; and a pull request as people name it.
 
 The service lists no pull requests and filters runs by neither: the only way from a pull request to its runs (or
 to its pr_id) is through the runs, newest first.
@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Annotated, Any, Final, Protocol
 
 from pydantic import PlainValidator, WithJsonSchema
@@ -28,6 +29,8 @@ _SHORT_FORM = re.compile(r"^([\w.-]+/[\w.-]+)#(\d+)$")
 _PR_ID = re.compile(r"^\d{1,12}$")
 # Hears of the newest runs when a list reads them (its runs, the service's total, when it was sent: Unix ms).
 NewestRuns = Callable[[list[AgentRun], int | None, int], Awaitable[None]]
+# Whether a run was created before the time a scan reads back to: newest first, the scan stops at the first that was.
+BeforeBound = Callable[[AgentRun], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,21 +98,24 @@ class RunScan:
     read: int = 0
     total: int | None = None
     failed: ApiError | None = None  # a later page failed: the scan answers with what it read
+    timed: bool = False  # it had a time bound
 
     def how_far(self) -> str:
         """The search in words, for a note or a message."""
-        ended = ("to the oldest run" if self.position is None
-                 else "not to the oldest run: continue from next_skip")
+        end = "back to the time bound" if self.timed else "to the oldest run"
+        ended = end if self.position is None else f"not {end}: continue from next_skip"
         return f"read {counted(self.read, 'run')} in {counted(self.pages, 'page')} from skip {self.skip}, {ended}"
 
 
 async def scan_runs(client: AgentAutomationClient, taker: RunTaker, *, skip: int,
                     page_size: int, filtering: bool, user_id: int | None = None,
-                    source_type: SourceType | None = None, newest: NewestRuns | None = None) -> RunScan:
+                    source_type: SourceType | None = None, newest: NewestRuns | None = None,
+                    before: BeforeBound | None = None) -> RunScan:
     """Read runs from `skip`, newest first, giving each page to `taker`. Without `filtering`, one page; with it, pages
-    on until the taker is full, the oldest run is read, or MAX_SCANNED_RUNS. A failure on the first page is raised;
-    on a later one, kept in `failed`. `newest` hears of the page from skip 0 (its runs, total, when it was sent)."""
-    scan = RunScan(skip=skip, position=skip)
+    on until the taker is full, the oldest run is read, the first run `before` the time bound, or MAX_SCANNED_RUNS.
+    A failure on the first page is raised; on a later one, kept in `failed`. `newest` hears of the page from skip 0
+    (its runs, total, when it was sent)."""
+    scan = RunScan(skip=skip, position=skip, timed=before is not None)
     while scan.position is not None:
         position = scan.position
         sent = int(time.time() * 1000)
@@ -125,11 +131,13 @@ async def scan_runs(client: AgentAutomationClient, taker: RunTaker, *, skip: int
             await newest(page.items, page.total, sent)
         scan.pages += 1
         scan.total = page.total
-        consumed = taker.take(page.items)
+        items = page.items if before is None else list(takewhile(lambda run: not before(run), page.items))
+        consumed = taker.take(items)
         scan.read += consumed
-        last_page = next_skip(position, len(page.items), page_size, page.total) is None
-        scan.position = None if consumed == len(page.items) and last_page else position + consumed
-        if consumed < len(page.items) or taker.full or not filtering:
+        bounded = consumed == len(items) < len(page.items)  # the first run before the bound: none older is wanted
+        last_page = bounded or next_skip(position, len(page.items), page_size, page.total) is None
+        scan.position = None if consumed == len(items) and last_page else position + consumed
+        if consumed < len(items) or taker.full or not filtering:
             break
         if scan.position is not None and scan.position - skip >= MAX_SCANNED_RUNS:
             break

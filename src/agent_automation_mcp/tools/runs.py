@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.client import AgentAutomationClient
-from ..api.errors import ApiError
+from ..api.errors import ApiError, InvalidRequestError
 from ..api.models import AgentRun, PullRequest, github_pull_request
 from ..api.params import (
     MAX_METADATA_CHARS,
@@ -30,7 +29,7 @@ from ..api.params import (
     Prompt,
     SourceType,
 )
-from ..api.statuses import STATUS_WORDS, ending_reason, normalised, waits_on_person
+from ..api.statuses import ending_reason, waits_on_person
 from ..api.transport import require_org_id
 from ..run_status import READ_SECONDS, now_ms
 from .callers import CALL_SECONDS, client_for, offers, state_of
@@ -49,7 +48,9 @@ from .results import (
     ok,
     trim_text,
 )
-from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
+from .run_counts import RunCounter, RunCounts, render_counts
+from .run_filters import Hours, RunFilter, SinceArg, TimeBound, time_bound, wanted_statuses
+from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, RunScan, scan_runs
 
 if TYPE_CHECKING:
     from ..run_status import Reading, RunStatus
@@ -65,7 +66,7 @@ LIST_METADATA_CHARS: Final = 200  # of a run's metadata as JSON in a list; longe
 LIST_METADATA_VALUE_CHARS: Final = 60  # of each of its values, when it is
 
 WaitSeconds = Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS,
-                                   description="Wait up to this many seconds for the run to finish."),
+                                   description="Wait up to this many seconds for the run to end or pause."),
                        STRICT_INT]
 Model = Annotated[str, Field(min_length=1, max_length=200, description="Model to use; see list_models.")]
 Status = Annotated[str, Field(max_length=40, pattern=r"^[A-Za-z_ -]+$")]  # the service's status is an open string
@@ -227,25 +228,18 @@ def duration(seconds: int) -> str:
     return f"{seconds // 86_400} d {seconds % 86_400 // 3600} h"
 
 
-def wanted_statuses(asked: list[str] | None) -> set[str]:
-    """The service's values for the statuses asked, in the words people use or the service's own (any case)."""
-    wanted: set[str] = set()
-    for word in asked or ():
-        key = " ".join(word.replace("_", " ").replace("-", " ").lower().split())
-        wanted.update(STATUS_WORDS.get(key, (normalised(key),)))
-    return wanted
-
-
 class WaitedRun(Run):
     waited_seconds: float = 0
     note: str | None = None
 
 
 class RunList(Output):
-    runs: list[Run]
+    runs: list[Run]  # none with counts=true
     total: int | None = None  # of the service's list (before a filter of ours)
     next_skip: int | None = None
     note: str | None = None
+    since: str | None = None  # the time bound asked, as an instant in UTC
+    counts: RunCounts | None = None  # counts=true: the runs counted instead of listed
 
 
 def _max_chars(ctx: Context) -> int:
@@ -291,7 +285,7 @@ async def get_agent_run(agent_run_id: Id, ctx: Context, wait_seconds: WaitSecond
     """Get an agent run's status, result, metadata and pull requests. The service does not report a pull
     request's state (draft, merged) unless sent, nor who started a run, its prompt, images, model, agent type,
     repository (see its pull requests' URLs), cost, resume or end time. elapsed_seconds: an unfinished run's age by
-    this server's clock. wait_seconds > 0: poll until it ends or pauses."""
+    this server's clock."""
     budget = wait_seconds + WAIT_MARGIN_SECONDS if wait_seconds else CALL_SECONDS
     client = await (await client_for(ctx, budget)).in_organization()
     started, statuses = time.monotonic(), _statuses(ctx)
@@ -358,50 +352,60 @@ def run_result(run: AgentRun, max_chars: int, *, waited_seconds: float = 0, note
 @toolset.tool("List agent runs", "list_agent_runs", viewed=True)
 async def list_agent_runs(
     ctx: Context, skip: PageSkip = 0, limit: PageLimit = 20,
-    user_id: Annotated[Id | None, Field(description="Only runs started by this user.")] = None,
-    source_type: Annotated[SourceType | None, Field(description="Only runs started from this source.")] = None,
+    user_id: Annotated[Id | None, Field(description="Started by this user.")] = None,
+    source_type: Annotated[SourceType | None, Field(description="Started from this source.")] = None,
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
-        "Service values (ACTIVE, PENDING, PAUSED, COMPLETE, ERROR, FAILED, TIMEOUT, MAX_ITERATIONS_REACHED, "
-        "OUT_OF_TOKENS, STOPPED, CANCELLED) or words: running, paused, failed (all of those failures), done, "
-        "stopped, finished (any case)."))] = None,
+        "Words (running, pending, paused, done, failed: every failure, stopped, finished) or service values "
+        "(ACTIVE, ERROR, TIMEOUT...), any case."))] = None,
     pull_request: Annotated[PullRequestArg | None, Field(description=(
         "Only runs attached to it (URL, owner/repo#7 or pr_id); which one opened it is not reported."))] = None,
-    metadata: Annotated[MetadataMatch | None, Field(
-        description="Only runs whose metadata has these keys with these values.")] = None,
+    metadata: Annotated[MetadataMatch | None, Field(description=(
+        "Runs whose metadata holds these keys and values: 14 = \"14\", any case; a list holds an item."))] = None,
+    since: Annotated[SinceArg | None, Field(description=(
+        "Runs created at or after this ISO 8601 time, with the user's UTC offset."))] = None,
+    hours: Hours | None = None,
+    counts: Annotated[bool, Field(description=(
+        "Counts by status, source and repository, and failed runs' ids, instead of runs."))] = False,
 ) -> Annotated[CallToolResult, RunList]:
-    """List the organisation's agent runs, newest first, optionally filtered. statuses, pull_request and
-    metadata are filtered here, over ≤500 runs a call (note says how far)."""
+    """List or count the organisation's agent runs, newest first. Filters other than user_id and source_type apply
+    here, over ≤500 runs a call (note says how far)."""
+    if since is not None and hours is not None:
+        raise InvalidRequestError("list_agent_runs: give since or hours, not both", operation="list_agent_runs")
     client = await (await client_for(ctx)).in_organization()
-    wanted = wanted_statuses(statuses)
-    filtering = bool(wanted) or pull_request is not None or metadata is not None
-    taken = RunsTaken(_max_chars(ctx), limit, wanted, pull_request, metadata)
-    scan = await scan_runs(client, taken, skip=skip, page_size=SCAN_PAGE_SIZE if filtering else limit,
+    bound = time_bound(since, hours)
+    chosen = RunFilter(wanted_statuses(statuses), pull_request, metadata)
+    taker: RunsTaken | RunCounter = RunCounter(chosen) if counts else RunsTaken(_max_chars(ctx), limit, chosen)
+    filtering = counts or bound is not None or chosen != RunFilter()
+    scan = await scan_runs(client, taker, skip=skip, page_size=SCAN_PAGE_SIZE if filtering else limit,
                            filtering=filtering, user_id=user_id, source_type=source_type,
+                           before=bound.before if bound is not None else None,
                            newest=None if user_id or source_type else partial(
                                _statuses(ctx).remember_page, client, require_org_id(client.credentials)))
-    which = " and ".join([*([f"in {', '.join(sorted(wanted))}"] if wanted else []),
-                          *([f"of pull request {pull_request}"] if pull_request else []),
-                          *(["with the metadata asked"] if metadata is not None else [])])
-    notes = [taken.note] if taken.note else []
-    if scan.failed is not None:
-        notes.append(f"stopped early ({scan.failed.kind}): continue from next_skip")
-    if filtering:
-        notes.append(scan.how_far())
-    if wanted and not taken.runs and taken.seen:
-        have = ", ".join(f"{status} {count}" for status, count in taken.seen.most_common())
-        notes.insert(0, f"none of the {counted(taken.seen.total(), 'run')} read is in {', '.join(sorted(wanted))}; "
-                        f"they are: {have}")
-    if pull_request is not None and taken.runs:
-        notes.append(opened_by(pull_request, taken.pull_request_found, taken.runs))
-    if taken.shortened:
-        notes.append(f"metadata shortened in {counted(len(taken.shortened), 'run')} "
-                     f"({', '.join(map(str, taken.shortened))}): get_agent_run shows it whole")
-    out = RunList(runs=taken.runs, total=scan.total, next_skip=scan.position,
-                  note="; ".join(notes) or None)
-    return ok(out, f"{counted(len(out.runs), 'run')}{f' {which}' if which else ''} (of "
-                   f"{out.total if out.total is not None else 'unknown'} in total)"
-                   f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
-                   f"{f'; {out.note}' if out.note else ''}", render=_runs_text)
+    notes = [*([f"stopped early ({scan.failed.kind}): continue from next_skip"] if scan.failed is not None else []),
+             *([scan.how_far()] if filtering else [])]
+    which = " and ".join(part for part in (bound.said() if bound else "", chosen.said()) if part)
+    if isinstance(taker, RunCounter):
+        return _counted(taker, scan, bound, which, notes)
+    notes = taker.notes(chosen, notes)
+    out = RunList(runs=taker.runs, total=scan.total, next_skip=scan.position, note="; ".join(notes) or None,
+                  since=bound.utc if bound else None)
+    return ok(out, f"{counted(len(out.runs), 'run')}{f' {which}' if which else ''}{_of_total(out)}", render=_runs_text)
+
+
+def _of_total(out: RunList) -> str:
+    """` (of 342 in total); next_skip=20; <note>`: what a list's summary says after its count."""
+    return (f" (of {out.total if out.total is not None else 'unknown'} in total)"
+            f"{f'; next_skip={out.next_skip}' if out.next_skip is not None else ''}"
+            f"{f'; {out.note}' if out.note else ''}")
+
+
+def _counted(counter: RunCounter, scan: RunScan, bound: TimeBound | None, which: str,
+             notes: list[str]) -> CallToolResult:
+    """The answer of `counts=true`: the counts, and how far the runs were read."""
+    out = RunList(runs=[], total=scan.total, next_skip=scan.position, note="; ".join(notes) or None,
+                  since=bound.utc if bound else None, counts=counter.counts())
+    summary = f"Counted {counted(counter.runs, 'run')}{f' {which}' if which else ''}{_of_total(out)}"
+    return ok(out, summary, render=render_counts)
 
 
 def opened_by(name: PullRequestName, pr: PullRequest | None, runs: list[Run]) -> str:
@@ -418,26 +422,13 @@ def opened_by(name: PullRequestName, pr: PullRequest | None, runs: list[Run]) ->
             f"{which}")
 
 
-def metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
-    """Every key wanted, with the same JSON value (1 is not true, "7" is not 7)."""
-    return metadata is not None and all(
-        key in metadata and _json_key(metadata[key]) == _json_key(value) for key, value in wanted.items())
-
-
-def _json_key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
 @dataclass
 class RunsTaken:
-    """The runs a list call returns: at most `limit`, only `wanted` statuses, runs of `pull_request` and runs with the
-    `metadata` asked, within PAGE_ITEMS_CHARS."""
+    """The runs a list call returns: at most `limit` of those `filter` admits, within PAGE_ITEMS_CHARS."""
 
     max_chars: int
     limit: int
-    wanted: set[str]
-    pull_request: PullRequestName | None = None
-    metadata: dict[str, Any] | None = None
+    filter: RunFilter
     runs: list[Run] = field(default_factory=list)
     size: int = 0
     note: str | None = None
@@ -451,19 +442,15 @@ class RunsTaken:
 
     def take(self, items: list[AgentRun]) -> int:
         """Consume `items` in order until the count or the size budget is reached; return how many were consumed
-        (a run left out by a filter is consumed too)."""
+        (a run left out by the filter is consumed too)."""
         for consumed, item in enumerate(items):
             if self.full:
                 return consumed
             self.seen[label(item.status)] += 1
-            if self.wanted and normalised(item.status) not in self.wanted:
+            if not self.filter.admits(item):
                 continue
-            if self.pull_request is not None:
-                if (pr := self.pull_request.found_in(item)) is None:
-                    continue
-                self.pull_request_found = self.pull_request_found or pr
-            if self.metadata is not None and not metadata_matches(item.metadata, self.metadata):
-                continue
+            if self.filter.pull_request is not None:
+                self.pull_request_found = self.pull_request_found or self.filter.pull_request.found_in(item)
             whole = Run.of(item, self.max_chars)
             run = whole.shortened()
             size = len(run.model_dump_json())
@@ -476,6 +463,20 @@ class RunsTaken:
             if run is not whole:
                 self.shortened.append(run.id)
         return len(items)
+
+    def notes(self, chosen: RunFilter, read: list[str]) -> list[str]:
+        """What the list says of the runs it took, around what it says of its reading (`read`)."""
+        notes = [*([self.note] if self.note else []), *read]
+        if chosen.statuses and not self.runs and self.seen:
+            have = ", ".join(f"{status} {count}" for status, count in self.seen.most_common())
+            notes.insert(0, f"none of the {counted(self.seen.total(), 'run')} read is in "
+                            f"{', '.join(sorted(chosen.statuses))}; they are: {have}")
+        if chosen.pull_request is not None and self.runs:
+            notes.append(opened_by(chosen.pull_request, self.pull_request_found, self.runs))
+        if self.shortened:
+            notes.append(f"metadata shortened in {counted(len(self.shortened), 'run')} "
+                         f"({', '.join(map(str, self.shortened))}): get_agent_run shows it whole")
+        return notes
 
 
 @toolset.tool("Resume agent run", "resume_agent_run", run_field="id", viewed=True)
