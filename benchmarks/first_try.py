@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import socket
 import subprocess
@@ -25,6 +26,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from report import before_and_after
 
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
+from agent_automation_mcp.api.statuses import FAILURES
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.config import DEMO_TOKEN
@@ -655,6 +658,132 @@ async def sign_in_rows(sandbox: SandboxServer) -> list[Row]:
                     message)]
 
 
+# -- Issue 47, part two: tags as people type them, a day's runs at a glance --
+
+USER_ZONE = timezone(timedelta(hours=-7))  # the user's: "today" began DAY_HOURS ago for them
+DAY_HOURS = 16
+TODAY, YESTERDAY = 128, 24  # runs started in the user's today, and in the 8 hours before it
+SHORT_ANSWER_TOKENS = 800  # the issue's bar for a day's runs "in one short answer"
+DAY_STATUSES = ("COMPLETE",) * 14 + ("ERROR", "ERROR", "TIMEOUT", "OUT_OF_TOKENS", "STOPPED", "PAUSED", "ACTIVE")
+DAY_REPOS = (201, 202, 205, None)
+DAY_SOURCES = ("API", "API", "API", "SLACK", "GITHUB", "LINEAR")
+
+
+async def sprint_row(model: Model) -> Row:
+    """Runs tagged sprint 14 by two scripts, one writing the number and one its text: right is finding both."""
+    tagged = [(await model.call("create_agent_run", prompt=f"Sprint task {index}", repo_id=201,
+                                metadata={"sprint": value}))[0]["id"] for index, value in enumerate((14, "14", 15))]
+    data, _, _ = await model.call("list_agent_runs", metadata={"sprint": 14}, limit=100)
+    found = sorted(run["id"] for run in data.get("runs", []) if run["id"] in tagged)
+    right = found == sorted(tagged[:2])
+    return ("Which runs were in sprint 14? (one script tagged 14, another \"14\")", right,
+            f"found runs {found} of {sorted(tagged[:2])}" + ("" if right else ": the run tagged \"14\" is missed"))
+
+
+async def a_day(url: str) -> None:
+    """YESTERDAY runs in the 8 hours before the user's day, then TODAY in it, oldest first (ids follow times), in
+    several endings, on repositories or none, from several sources: through the sandbox's controls, which both trees
+    have."""
+    rng = random.Random(47)
+    ages = [DAY_HOURS * 3600 + 1800 + (8 * 3600 - 3600) * (1 - i / YESTERDAY) for i in range(YESTERDAY)]
+    ages += [(DAY_HOURS * 3600 - 1800) * (1 - i / TODAY) + 60 for i in range(TODAY)]
+    async with httpx2.AsyncClient(base_url=url) as control:
+        for age in ages:
+            status, repo = rng.choice(DAY_STATUSES), rng.choice(DAY_REPOS)
+            (await control.post("/_sandbox/runs", json={
+                "status": status, "repo_id": repo, "source_type": rng.choice(DAY_SOURCES), "log_entries": 2,
+                "idle_seconds": age, "goes_on": False,
+                "with_pull_request": repo is not None and status in ("COMPLETE", "ERROR")})).raise_for_status()
+
+
+def day_truth(url: str, token: str, since: datetime) -> dict[str | None, list[int]]:
+    """The runs created since `since`, read from the service without our code: runs and failed ones per repository
+    a pull request names (None: no pull request), as a person counting would."""
+    runs: list[dict[str, Any]] = []
+    with httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+        while True:
+            items = http.get("/v1/organizations/1/agent/runs", params={"skip": len(runs), "limit": 100}).json()["items"]
+            runs += items
+            if len(items) < 100:
+                break
+    return _tally(run for run in runs if _created(run["created_at"]) >= since)
+
+
+def _created(value: str) -> datetime:
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _tally(runs: Any) -> dict[str | None, list[int]]:
+    """Runs and failed runs per repository named by a pull request's URL (None: none), and the total under "*"."""
+    tally: dict[str | None, list[int]] = {"*": [0, 0]}
+    for run in runs:
+        failed = run["status"] in FAILURES
+        named = {pr["url"].split("github.com/")[1].split("/pull")[0] for pr in run.get("github_pull_requests")
+                 or run.get("pull_requests") or [] if pr.get("url")}
+        for key in ("*", *(named or {None})):
+            tally.setdefault(key, [0, 0])
+            tally[key][0] += 1
+            tally[key][1] += failed
+    return tally
+
+
+async def day_row() -> Row:
+    """"How many runs did we start today, how many failed, and on which repositories?" with TODAY runs in the user's
+    day: right is the true counts in one short answer; the tokens read are said either way."""
+    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
+    async with SandboxServer(config) as sandbox:
+        await a_day(sandbox.url)
+        since = (datetime.now(UTC) - timedelta(hours=DAY_HOURS)).astimezone(USER_ZONE).replace(microsecond=0)
+        truth = day_truth(sandbox.url, sandbox.token, since)
+        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
+                          rate_limits=parse_rate_limits(LIMITS))
+        async with Client(build_server(api, ServerSettings(toolsets=ALL))) as client:
+            model = Model(client)
+            await model.load()
+            if model.param("list_agent_runs", "counts") and model.param("list_agent_runs", "since"):
+                answer, tokens, calls = await _counted_day(client, since)
+            else:
+                answer, tokens, calls = await _paged_day(client, since)
+    right = answer == truth and tokens <= SHORT_ANSWER_TOKENS
+    total, failed = answer.get("*", [0, 0])
+    said = (f"{total} runs, {failed} failed, on {len(answer) - 1 - (None in answer)} repositories named and "
+            f"{answer.get(None, [0])[0]} runs with none; {tokens:,} tokens read in {calls} call{'s' * (calls > 1)}")
+    return ("How many runs did we start today, how many failed, and on which repositories?", right,
+            said + ("" if right else (" (true counts, by the model's own arithmetic)" if answer == truth
+                                      else f" (the truth: {truth['*'][0]} runs, {truth['*'][1]} failed)")))
+
+
+async def _counted_day(client: Client, since: datetime) -> tuple[dict[str | None, list[int]], int, int]:
+    """The model asks for counts since the start of the user's day."""
+    result = await client.call_tool("list_agent_runs", {"since": since.isoformat(), "counts": True})
+    counts = (result.structured_content or {}).get("counts") or {}
+    answer: dict[str | None, list[int]] = {"*": [counts.get("runs", 0), counts.get("by_status", {}).get("failed", 0)]}
+    for repo in counts.get("by_repository", []):
+        answer[repo["repository"]] = [repo["runs"], repo["failed"]]
+    return answer, _read(result), 1
+
+
+async def _paged_day(client: Client, since: datetime) -> tuple[dict[str | None, list[int]], int, int]:
+    """No time bound and no counts: the model pages the list until a run from before the user's day, and counts."""
+    kept: list[dict[str, Any]] = []
+    tokens, calls, skip = 0, 0, 0
+    while skip is not None and calls < 20:
+        result = await client.call_tool("list_agent_runs", {"limit": 100, "skip": skip})
+        calls += 1
+        tokens += _read(result)
+        page = result.structured_content or {}
+        fresh = [run for run in page.get("runs", []) if _created(run["created_at"]) >= since]
+        kept += fresh
+        skip = page.get("next_skip") if len(fresh) == len(page.get("runs", [])) else None
+    return _tally(kept), tokens, calls
+
+
+def _read(result: Any) -> int:
+    """What a model reads of a result: its text, characters / 4."""
+    return sum(len(block.text) for block in result.content if block.type == "text") // 4
+
+
 async def measure() -> list[tuple[str, bool, str]]:
     config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
     async with SandboxServer(config) as sandbox:
@@ -670,9 +799,11 @@ async def measure() -> list[tuple[str, bool, str]]:
             rows += await faithful(model, sandbox.url)
             after_a_run = await cannot_rows(model) + await values_and_times(model)
             rows += await statuses(model, sandbox)
+            listing = [await sprint_row(model)]
         rows.insert(12, await off_toolset(api))
     rows += await context_requests()
     rows += after_a_run + await throttled_rows()
+    rows += [*listing, await day_row()]
     return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -269,3 +270,32 @@ async def test_explain_run_failure_starts_from_the_digest_and_says_when_the_repo
     assert f"agent_run_id {ERROR_RUN} and digest true" in plan and "does not report a run's repository" in plan
     digest, summary = await _call(client, "get_agent_run_logs", {"agent_run_id": ERROR_RUN, "digest": True})
     assert digest["digest"] is not None and summary.startswith(f"Digest of run {ERROR_RUN}")
+
+
+# -- 6. A day's runs at a glance and tags as people type them (issue 47, part two), as first_try's model reads them --
+
+@pytest.mark.anyio
+async def test_a_sprint_tagged_by_two_scripts_is_found_whole(client: Client) -> None:
+    tagged = [(await _call(client, "create_agent_run", {"prompt": f"Sprint {value!r}", "repo_id": REPO_ID,
+                                                        "metadata": {"sprint": value}}))[0]["id"]
+              for value in (14, "14", 15)]
+    found, _ = await _call(client, "list_agent_runs", {"metadata": {"sprint": 14}, "limit": 100})
+    assert sorted(run["id"] for run in found["runs"] if run["id"] in tagged) == sorted(tagged[:2])
+
+
+@pytest.mark.anyio
+async def test_how_many_runs_today_is_one_short_answer_bound_to_the_users_day() -> None:
+    config = SandboxConfig(run_seconds=300.0, recent_runs=192, rate_limits=parse_rate_limits(RATE_LIMITS))
+    with SandboxServer(config) as day:
+        async with Client(stdio_server(sandbox_env(day))) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            start = (datetime.now(UTC) - timedelta(hours=16)).astimezone(timezone(timedelta(hours=-7)))
+            result = await client.call_tool("list_agent_runs", {"since": start.isoformat(), "counts": True})
+    schema = tools["list_agent_runs"].input_schema["properties"]
+    assert "UTC offset" in schema["since"]["description"] and "repository" in schema["counts"]["description"]
+    counts = result.structured_content["counts"]
+    assert counts["runs"] == 128 and sum(repo["runs"] for repo in counts["by_repository"]) >= 128
+    assert counts["by_status"]["failed"] == sum(repo["failed"] for repo in counts["by_repository"]) > 0
+    bound = f"{start.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+    assert result.content[0].text.startswith(f"Counted 128 runs created since {bound} (UTC; ")
+    assert sum(len(block.text) for block in result.content) // 4 <= 800
