@@ -9,9 +9,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-import httpx2
 import pytest
-from sandboxed import connected
+from sandboxed import connected, service_pages, text_tokens
 
 from agent_automation_mcp.api.models import AgentRun
 from agent_automation_mcp.api.statuses import status_of
@@ -30,25 +29,13 @@ def _day() -> SandboxConfig:
     return SandboxConfig(run_seconds=600.0, recent_runs=DAY)
 
 
-def _tokens(result: Any) -> int:
-    return sum(len(block.text) for block in result.content if block.type == "text") // 4
-
-
 def _created(run: dict[str, Any]) -> datetime:
     moment = datetime.fromisoformat(run["created_at"])
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _service_runs(sandbox: SandboxServer) -> list[dict[str, Any]]:
-    """Every run as the service lists it, read without our code."""
-    runs_read: list[dict[str, Any]] = []
-    with httpx2.Client(headers={"Authorization": f"Bearer {sandbox.token}"}) as http:
-        while True:
-            page = http.get(f"{sandbox.url}/v1/organizations/{sandbox.org_id}/agent/runs",
-                            params={"skip": len(runs_read), "limit": 100}).json()
-            runs_read += page["items"]
-            if len(page["items"]) < 100:
-                return runs_read
+    return service_pages(sandbox, "/v1/organizations/{org_id}/agent/runs", "items", "total")
 
 
 def _expected(service: list[dict[str, Any]], since: datetime) -> dict[str, Any]:
@@ -92,7 +79,7 @@ async def test_a_days_runs_are_counted_in_one_short_answer_that_stops_at_the_tim
     for line in ("status: ", "source: ", "repository (runs, from pull requests' URLs): ", "failed, newest first: "):
         assert f"\n{line}" in text, line
     assert f"failed {len(want['failed'])}" in text and "no pull request" in text
-    assert _tokens(result) <= COUNTS_TOKENS
+    assert text_tokens(result) <= COUNTS_TOKENS
 
 
 @pytest.mark.anyio

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from sandboxed import connected
+from sandboxed import connected, service_pages, text_tokens
 
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, LOGS, parse_rate_limits
 from agent_automation_mcp.api.models import LogEntry, LogPage
@@ -41,20 +41,8 @@ HOSTILE = f"\u202e{INJECTED}\u200b <script>alert(1)</script>\x07\x1b[31m \"quote
 HIDDEN = ("\u202e", "\u200b", "\x07", "\x1b")
 
 
-def _tokens(result: Any) -> int:
-    return sum(len(block.text) for block in result.content if block.type == "text") // 4
-
-
 def _service_trace(sandbox: SandboxServer, run_id: int) -> list[dict[str, Any]]:
-    """The whole trace as the service sends it, page by page, read without our code."""
-    logs: list[dict[str, Any]] = []
-    with httpx2.Client(headers={"Authorization": f"Bearer {sandbox.token}"}) as http:
-        while True:
-            page = http.get(f"{sandbox.url}/v1/alpha/organizations/{sandbox.org_id}/agent/run/{run_id}/logs",
-                            params={"skip": len(logs), "limit": 100}).json()
-            logs += page["logs"]
-            if len(page["logs"]) < 100 or len(logs) >= page["total_logs"]:
-                return logs
+    return service_pages(sandbox, f"/v1/alpha/organizations/{{org_id}}/agent/run/{run_id}/logs", "logs", "total_logs")
 
 
 def _expected(logs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,7 +93,7 @@ async def test_a_seeded_trace_is_digested_whole_in_one_call(run_id: int) -> None
     assert summary.startswith(f"Digest of run {run_id}, {data['status']}: read {len(logs)} of {len(logs)} entries "
                               "(the whole trace)")
     assert f"errors: {data['digest']['error_entries']} in {data['digest']['error_kinds']} kinds" in text
-    assert _tokens(result) <= DIGEST_TOKENS
+    assert text_tokens(result) <= DIGEST_TOKENS
     if run_id == ERROR_RUN:
         assert "AgentExecutionError" in text and "final answer: none in what was read" in text
     else:
@@ -124,7 +112,7 @@ async def test_ten_thousand_entries_are_digested_in_one_call_within_the_bound() 
     data: Any = result.structured_content
     assert data["read"] == 10_000 and data["next_skip"] is None and data["digest"]["covered"] == [[0, 9_999]]
     _check(data["digest"], logs)
-    assert _tokens(result) <= DIGEST_TOKENS
+    assert text_tokens(result) <= DIGEST_TOKENS
     assert rest.structured_content["digest"]["covered"] == [[9_000, 9_999]]
     assert "read 1000 of 10000 entries (skips 9000–9999)" in rest.content[0].text
     assert rest.structured_content["digest"]["final_answer"]["skip"] == 9_999 == data["digest"]["final_answer"]["skip"]
@@ -144,7 +132,7 @@ async def test_a_trace_longer_than_the_rate_limit_allows_says_what_it_covered_an
     assert f"(skips 0–{end} and 9900–9999)" in summary and "stopped early (rate_limited; retry after" in summary
     assert summary.endswith(f"digest again with skip={end + 1} for the rest")
     assert "AgentExecutionError" in result.content[1].text  # how it ended, from the last page, read early
-    assert _tokens(result) <= DIGEST_TOKENS
+    assert text_tokens(result) <= DIGEST_TOKENS
 
 
 @pytest.mark.anyio
@@ -161,7 +149,7 @@ async def test_hostile_text_in_a_trace_stays_inert_and_out_of_the_summary() -> N
     assert INJECTED in text and "<script>" in text  # as text, inside JSON strings on lines of ours
     ours = ("time: ", "types: ", "tools: ", "errors: ", "files (from tool inputs, files_touched): ", "final answer #")
     assert all(line.startswith(ours) for line in text.split("\n")[1:]), text  # no line of the service's own
-    assert _tokens(result) <= DIGEST_TOKENS
+    assert text_tokens(result) <= DIGEST_TOKENS
 
 
 def test_any_trace_digests_within_the_bound_whatever_its_text() -> None:
@@ -182,7 +170,7 @@ def test_any_trace_digests_within_the_bound_whatever_its_text() -> None:
                     entries=[], digest=reading.digest, read=reading.read, next_skip=reading.next_skip,
                     note=reading.note)
     result = ok(out, digest_summary(page.id, page.status, reading), render=render_digest)
-    assert _tokens(result) <= DIGEST_TOKENS
+    assert text_tokens(result) <= DIGEST_TOKENS
     assert "more kinds" in result.content[1].text and "entries of other types" in result.content[1].text
     assert visible(result.content[1].text) == result.content[1].text
 
