@@ -45,6 +45,7 @@ from agent_automation_mcp import __version__
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, require_allowed_orgs, settings_from
 from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings, parse_org_ids
+from agent_automation_mcp.headers import REPOSITORY
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import REDIS_STATES, SERVICE_SIDE_FAILURES, Metrics
 from agent_automation_mcp.remote.oauth.preflight import check_oauth_settings
@@ -172,7 +173,9 @@ def test_server_json_packages_are_the_pypi_release_and_the_image() -> None:
 def test_server_json_remote_is_streamable_http_and_signs_in_with_oauth() -> None:
     (remote,) = manifest_json("server.json")["remotes"]
     assert remote["type"] == "streamable-http" and remote["url"] == "https://{host}/mcp"
-    assert "headers" not in remote  # no header to fill in: the client signs in with OAuth (docs/oauth.md)
+    # No header to fill in: the client signs in with OAuth (docs/oauth.md); the default repository is optional.
+    assert [(header["name"].lower(), header.get("isRequired", False)) for header in remote["headers"]] == [
+        (REPOSITORY, False)]
     assert "OAuth" in remote["variables"]["host"]["description"]
 
 

@@ -21,11 +21,13 @@ STATE_KEY: Final = "agent_automation.caller"  # where the caller sits in the req
 @dataclass(frozen=True, slots=True)
 class Caller:
     """The service token a request acts with (a sign-in's grant's, never our own token) and the organisation it acts
-    in; whether a sign-in granted reading only; whether it came through a sign-in."""
+    in; whether a sign-in granted reading only; whether it came through a sign-in; the repository its runs start on
+    when a call names none (X-Repo-Id)."""
 
     credentials: Credentials
     read_only: bool = False
     signed_in: bool = False
+    repo_id: int | None = None
 
     @property
     def token_key(self) -> str:

@@ -247,9 +247,12 @@ def _server(args: argparse.Namespace, api: ApiSettings, settings: ServerSettings
         from .remote.access import AccessMetrics
 
         metrics = AccessMetrics()
+    callers = RequestCaller() if auth in PER_REQUEST else ConfiguredCaller(api.token, api.org_id, settings.repo_id)
+    if auth in PER_REQUEST and settings.repo_id is not None:
+        logging.getLogger(__name__).warning("AGENT_AUTOMATION_REPO_ID (--repo-id) is not used with --auth %s: each "
+                                            "caller names its own default repository with X-Repo-Id", auth)
     server = build_server(api, settings, log_level=args.log_level, max_tenant_calls=remote.max_tenant_calls,
-                          callers=RequestCaller() if auth in PER_REQUEST else ConfiguredCaller(api.token, api.org_id),
-                          observer=metrics, state_keys=remote.state_keys)
+                          callers=callers, observer=metrics, state_keys=remote.state_keys)
     logging.getLogger(__name__).info("toolsets %s%s: %s", ",".join(settings.toolsets),
                                      " (read-only)" if settings.read_only else "",
                                      ", ".join(spec.name for spec in server.tool_specs))

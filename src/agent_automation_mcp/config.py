@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from .api.settings import API_SETTINGS, ApiSettings, parse_flag
+from .api.settings import API_SETTINGS, ApiSettings, parse_flag, parse_repo_id
 from .settings_table import Choice, Number, Setting, plain, read_env
 from .toolsets import DEFAULT_TOOLSETS, KEYWORDS, OPT_IN_TOOLSETS, TOOLSETS, parse_toolsets
 
@@ -25,6 +25,7 @@ class ServerSettings:
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS
     read_only: bool = False
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
+    repo_id: int | None = None  # the configured caller's default repository (remote callers send X-Repo-Id)
 
     def __post_init__(self) -> None:
         if self.max_field_chars < MIN_FIELD_CHARS:
@@ -43,6 +44,10 @@ SERVER_SETTINGS: Final = (
             help="offer only read-only tools"),
     Setting("max_field_chars", ("AGENT_AUTOMATION_MAX_FIELD_CHARS",), Number(int, MIN_FIELD_CHARS),
             flag="--max-field-chars", help="trim trace field values longer than this"),
+    Setting("repo_id", ("AGENT_AUTOMATION_REPO_ID",), plain(parse_repo_id), flag="--repo-id",
+            help="the repository create_agent_run and generate_setup_commands use when a call names none (stdio "
+                 "and --auth env; a remote caller sends X-Repo-Id instead); a call's own repo_id wins",
+            note="default: none, the service's choice"),
 )
 
 

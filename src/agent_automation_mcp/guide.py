@@ -15,6 +15,7 @@ from .api.errors import ApiError, ConfigurationError
 from .api.text import visible
 from .config import ServerSettings
 from .tools.callers import OrganizationInUse
+from .tools.default_repository import DefaultRepository, Found
 from .tools.mentions import cut_to
 from .tools.missing_actions import said
 from .tools.registry import TOOLSETS_DECLARED, offered_names, usable
@@ -22,11 +23,14 @@ from .tools.registry import TOOLSETS_DECLARED, offered_names, usable
 GUIDE_SECONDS: Final = 5.0  # the organisation's lookup holds up a connection's start no longer than this
 ORG_NAME_CHARS: Final = 60
 MAX_NAMED_ORGS: Final = 5
+REPOSITORY_USERS: Final = ("create_agent_run", "generate_setup_commands")  # the tools a default repository serves
 
 
-def instructions(server: ServerSettings, request: ServerSettings | None = None, organization: str = "") -> str:
+def instructions(server: ServerSettings, request: ServerSettings | None = None, organization: str = "",
+                 repository: str = "") -> str:
     """The guide for a request offered what `request` allows (the operator's `server` settings, maybe narrowed by the
-    request), with `organization` (`organization_said`) after the first sentence."""
+    request), with `organization` (`organization_said`) and `repository` (`repository_said`) after the first
+    sentence."""
     request = request or server
     offered = offered_names(request)
     steps = []
@@ -46,7 +50,7 @@ def instructions(server: ServerSettings, request: ServerSettings | None = None, 
     else:
         what = ("Read Codegen AI coding agent runs and organisation data. Read-only for this connection (the "
                 "X-MCP-Readonly header, or a sign-in granted reading only): no tool here changes anything")
-    sentences = [what, organization.rstrip(".")] if organization else [what]
+    sentences = [what, *(said.rstrip(".") for said in (organization, cut_to(repository, offered)) if said)]
     if steps:
         sentences.append("; ".join(steps))
     # A toolset with nothing on offer, that would offer this request something: off on the server, or left out by
@@ -95,6 +99,28 @@ def organization_said(org_id: int | None, found: OrganizationInUse | ApiError, c
                 f"calls there are refused; the token belongs to {orgs}{more}. {choose}")
     return (f"No organisation is chosen: this API token belongs to {found.total} ({orgs}{more}), and tools that act "
             f"in an organisation are refused until one is chosen. {choose}")
+
+
+def repository_said(default: DefaultRepository | None, found: Found | ApiError | None,
+                    offered: frozenset[str]) -> str:
+    """A sentence naming the connection's default repository and what uses it, or that the organisation does not
+    have it; nothing without a default, or where no tool that uses one is offered. `found`: whether the organisation
+    has it (`RepositoryCache.found`), or why that could not be read."""
+    users = [name for name in REPOSITORY_USERS if name in offered]
+    if default is None or not users:
+        return ""
+    uses = " and ".join(users)
+    if isinstance(found, ApiError) or found is None:
+        why = found.kind if isinstance(found, ApiError) else "not read"
+        return (f"This connection's default repository is {default.id} (set by {default.set_by}; not checked just "
+                f"now: {why}): {uses} use it when a call gives no repo_id, and a call's own repo_id wins.")
+    has, name = found
+    if not has:
+        return (f"This connection's default repository, {default.id} (set by {default.set_by}), is not one of this "
+                f"organisation's repositories: {uses} refuse it, so give repo_id (list_repositories lists them).")
+    named = f" ({_quoted(name)})" if name else ""
+    return (f"This connection's default repository is {default.id}{named}, set by {default.set_by}: {uses} use it "
+            "when a call gives no repo_id, and a call's own repo_id wins.")
 
 
 def _quoted(name: str) -> str:

@@ -1,8 +1,8 @@
-"""What an HTTP request's headers say about its caller: the bearer token, the organisation, and the names of
-the headers that narrow what it is offered (read by `tools.registry.narrowed`).
+"""What an HTTP request's headers say about its caller: the bearer token, the organisation, the default repository,
+and the names of the headers that narrow what it is offered (read by `tools.registry.narrowed`).
 
-The bearer token and the organisation are read once, by the HTTP gate, which answers 400/401 before any tool runs
-and hands the caller on as a value (`caller.py`): nothing after it reads them again.
+The bearer token, the organisation and the default repository are read once, by the HTTP gate, which answers
+400/401 before any tool runs and hands the caller on as a value (`caller.py`): nothing after it reads them again.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from .api.settings import parse_org_id
+from .api.settings import parse_id
 
 AUTHORIZATION: Final = "authorization"
 ORGANIZATION: Final = "x-organization-id"
+REPOSITORY: Final = "x-repo-id"  # as Codegen's own hosted MCP server takes it
 TOOLSETS_HEADER: Final = "x-mcp-toolsets"
 READONLY_HEADER: Final = "x-mcp-readonly"
 
@@ -38,11 +39,22 @@ def bearer_token(headers: Mapping[str, str] | None) -> str | None:
 
 
 def organization_id(headers: Mapping[str, str] | None) -> int | None:
-    value = (headers or {}).get(ORGANIZATION, "").strip()
+    return _id_in(headers, ORGANIZATION, "an organisation id")
+
+
+def repository_id(headers: Mapping[str, str] | None) -> int | None:
+    """X-Repo-Id: the repository a connection's runs start on when a call names none."""
+    return _id_in(headers, REPOSITORY, "a repository id, as list_repositories gives it")
+
+
+def _id_in(headers: Mapping[str, str] | None, name: str, what: str) -> int | None:
+    """The id the header `name` (lower case) holds, None without one; `HeaderError` names the header (`X-Repo-Id`)
+    when it holds no id."""
+    value = (headers or {}).get(name, "").strip()
     if not value:
         return None
     try:
-        return parse_org_id(value)
+        return parse_id(value, what)
     except ValueError:
-        raise HeaderError(f"X-Organization-Id must be a positive integer (an organisation id), got {value[:40]!r}") \
-            from None
+        shown = "-".join(part.capitalize() for part in name.split("-"))
+        raise HeaderError(f"{shown} must be a positive integer ({what}), got {value[:40]!r}") from None

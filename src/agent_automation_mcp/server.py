@@ -33,7 +33,7 @@ from .api.settings import ApiSettings
 from .api.transport import ApiTransport
 from .caching import ExpiringCache, SharedStore
 from .config import DEFAULT_TENANT_CALLS, ServerSettings
-from .guide import GUIDE_SECONDS, instructions, organization_said
+from .guide import GUIDE_SECONDS, instructions, organization_said, repository_said
 from .headers import HeaderError
 from .logs import tenant_id
 from .pacing import create_pacer
@@ -57,6 +57,7 @@ from .tools.callers import (
 )
 from .tools.confirm import continuation_security
 from .tools.declarations import ToolSpec
+from .tools.default_repository import DefaultRepository, Found, RepositoryCache
 from .tools.errors import InternalError, argument_error, error_result, protocol_error, unknown_arguments
 from .tools.input_schemas import compact_schema
 from .tools.mentions import TOOL_NAMES, cut_schema, cut_to
@@ -114,7 +115,7 @@ class AgentAutomationServer(MCPServer[ServerState]):
         self.server_settings = settings
         self.tool_specs: tuple[ToolSpec, ...] = tuple(select_tools(settings))
         self._offered = offered_names(settings)
-        self._callers = callers or ConfiguredCaller(api.token, api.org_id)
+        self._callers = callers or ConfiguredCaller(api.token, api.org_id, settings.repo_id)
         # The cap shares a server among tenants; the one configured caller (stdio, --auth env) is never capped.
         self._slots = None if isinstance(self._callers, ConfiguredCaller) else TenantSlots(max_tenant_calls)
         self.observer = observer
@@ -179,7 +180,8 @@ class AgentAutomationServer(MCPServer[ServerState]):
             for tool in await self.list_tools() if tool.name in offered])
 
     async def _instructions_for(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        """The guide for the request that asks: the tools it is offered and the organisation it acts in."""
+        """The guide for the request that asks: the tools it is offered, the organisation it acts in and its default
+        repository."""
         settings = self._settings_for(getattr(ctx.request, "headers", None))
         offered = offered_names(settings)
         context: Context[ServerState, Any] = Context(request_context=ctx, mcp_server=self)
@@ -192,7 +194,22 @@ class AgentAutomationServer(MCPServer[ServerState]):
         except ApiError as exc:  # no usable token (ConfigurationError), or the service did not answer in time
             found = exc
         hint = self._callers.organization_hint
-        return instructions(self.server_settings, settings, organization_said(org_id, found, hint, offered))
+        default = self._callers.default_repository(context)
+        repository = repository_said(default, await self._repository_found(context, default), offered)
+        return instructions(self.server_settings, settings, organization_said(org_id, found, hint, offered),
+                            repository)
+
+    async def _repository_found(self, context: Context[ServerState, Any],
+                                default: DefaultRepository | None) -> Found | ApiError | None:
+        """Whether the organisation has the connection's default repository (None without one), within the guide's
+        time; or why that could not be read."""
+        if default is None:
+            return None
+        try:
+            client = await (await client_for(context, GUIDE_SECONDS)).in_organization()
+            return await state_of(context).repositories.found(client, default.id, GUIDE_SECONDS)
+        except ApiError as exc:
+            return exc
 
     def _settings_for(self, headers: Any) -> ServerSettings:
         """The server's settings, narrowed by the request's headers."""
@@ -398,7 +415,8 @@ async def _lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState
     api = server.api_settings
     async with ApiTransport(api, create_pacer(api, store=server.shared), observer=server.observer) as transport:
         server.state = ServerState(transport=transport, callers=server._callers, settings=server.server_settings,
-                                   organizations=OrganizationCache(server.shared), statuses=server.tasks.status,
+                                   organizations=OrganizationCache(server.shared),
+                                   repositories=RepositoryCache(server.shared), statuses=server.tasks.status,
                                    offered_to=server._offered_to)
         try:
             async with server.tasks.reads.relaying():  # the other replicas' run reads, for listen streams

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from harness import ERAS, MODES, RATE_LIMITS, HttpServer, clean_env, free_port
+from harness import ERAS, MODES, RATE_LIMITS, HttpServer, clean_env, free_port, tenant_client
 from oauth_flow import (
     REDIRECT_URI,
     MemoryTokens,
@@ -145,6 +145,18 @@ def test_an_organisation_named_beside_a_sign_in_is_refused_as_beside_a_token(ser
     assert said["hint"] == ("Leave X-Organization-Id out to act in organisation 2, or sign in again and choose "
                             "organisation 1.")
     assert "not in organisation 7" in stranger.json()["error"]["message"]
+
+
+@pytest.mark.anyio
+async def test_a_default_repository_beside_a_sign_in_is_the_connections(server: HttpServer, sandbox: SandboxServer,
+                                                                       flow: RawFlow) -> None:
+    """X-Repo-Id is read with the caller a sign-in stands for, as beside a token."""
+    token = flow.tokens(flow.register(), ALICE)["access_token"]
+    async with tenant_client(server.url, authorization=f"Bearer {token}", x_repo_id="202") as client:
+        told = client.instructions or ""
+        run = await client.call_tool("create_agent_run", {"prompt": "On the chat's repository"})
+    assert not run.is_error and sandbox.state.world.runs[run.structured_content["id"]].repo_id == 202
+    assert "default repository is 202" in told and "set by X-Repo-Id" in told
 
 
 def test_with_a_list_an_organisation_named_beside_a_sign_in_gets_the_tokens_refusal(sandbox: SandboxServer) -> None:

@@ -88,6 +88,41 @@ def test_an_unusable_organisation_header_gets_400(remote: HttpServer) -> None:
     assert answer.status_code == 400 and "X-Organization-Id" in answer.json()["error"]["message"]
 
 
+def test_an_unusable_repository_header_gets_400(remote: HttpServer) -> None:
+    answer = post(remote.url, authorization=f"Bearer {ALICE}", x_repo_id="web-app")
+    assert answer.status_code == 400 and "X-Repo-Id" in answer.json()["error"]["message"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_connections_default_repository_is_its_x_repo_id_header(remote: HttpServer, sandbox: SandboxServer,
+                                                                        mode: str) -> None:
+    """Each request's own header, read with its caller: two tenants at once, each on its own default; a call's own
+    repo_id wins; a repository of another organisation is refused before any write."""
+    started: dict[str, tuple[int, int]] = {}
+
+    async def tenant(token: str, repo: int) -> None:
+        async with tenant_client(remote.url, mode, authorization=f"Bearer {token}", x_repo_id=str(repo)) as client:
+            told = client.instructions or ""
+            assert f"default repository is {repo} (" in told and "set by X-Repo-Id" in told, told
+            run = (await client.call_tool("create_agent_run", {"prompt": f"On {repo}"})).structured_content
+            own = (await client.call_tool("create_agent_run", {"prompt": "Own", "repo_id": repo - 1}))
+            started[token] = (run["id"], own.structured_content["id"])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tenant, ALICE, 202)
+        group.start_soon(tenant, BOB, 1202)
+    runs = sandbox.state.world.runs
+    assert [runs[run_id].repo_id for run_id in started[ALICE]] == [202, 201]
+    assert [runs[run_id].repo_id for run_id in started[BOB]] == [1202, 1201]
+    before = len(sandbox.state.request_log)
+    async with tenant_client(remote.url, mode, authorization=f"Bearer {ALICE}", x_repo_id="1202") as client:
+        refused = error_of(await client.call_tool("create_agent_run", {"prompt": "Not ours"}))
+    assert refused["kind"] == "configuration" and "1202 (set by X-Repo-Id)" in refused["message"]
+    assert "X-Repo-Id" in refused["hint"]
+    assert "create_agent_run" not in [r.operation for r in sandbox.state.request_log[before:]]
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_two_tenants_in_two_organisations_at_once_never_see_each_others_runs(

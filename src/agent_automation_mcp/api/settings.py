@@ -35,15 +35,24 @@ def parse_flag(name: str, value: str) -> bool:
 
 
 def parse_org_id(value: str | None) -> int | None:
+    return parse_id(value, "organisation")
+
+
+def parse_repo_id(value: str | None) -> int | None:
+    return parse_id(value, "repository")
+
+
+def parse_id(value: str | None, what: str) -> int | None:
+    """An id the service gave a `what` (an organisation, a repository): a positive integer."""
     if value is None:
         return None
     try:
-        org_id = int(value)
+        found = int(value)
     except ValueError:
-        raise ValueError(f"the organisation id must be a positive integer, got {value!r}") from None
-    if org_id < 1:
-        raise ValueError(f"the organisation id must be a positive integer, got {value!r}")
-    return org_id
+        raise ValueError(f"the {what} id must be a positive integer, got {value!r}") from None
+    if found < 1:
+        raise ValueError(f"the {what} id must be a positive integer, got {value!r}")
+    return found
 
 
 def check_base_url(url: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -25,7 +25,7 @@ from .. import logs, tracing
 from ..api.credentials import Credentials
 from ..caller import Caller, caller_in, hand_on
 from ..config import DEFAULT_BODY_BYTES_HELD, DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUESTS_PER_TOKEN
-from ..headers import AUTHORIZATION, HeaderError, bearer_token, header_dict, organization_id
+from ..headers import AUTHORIZATION, HeaderError, bearer_token, header_dict, organization_id, repository_id
 from ..prompts import PROMPTS
 from ..server import AgentAutomationServer
 from ..tools.registry import narrowed, usable
@@ -196,6 +196,7 @@ class McpGate(HttpMiddleware):
             narrowed(self.server.server_settings, request.headers)
             if self.per_request_auth:
                 organization_id(request.headers)
+                repository_id(request.headers)
         except HeaderError as exc:
             return refusal(400, str(exc), "Fix or leave out the header named in the message.")
         return None
@@ -222,7 +223,7 @@ class McpGate(HttpMiddleware):
                              "retry_after_seconds.")
         if isinstance(admitted, Refused):
             return admitted
-        hand_on(scope, admitted)
+        hand_on(scope, replace(admitted, repo_id=repository_id(request.headers)))
         scope["headers"] = [(name, value) for name, value in scope["headers"] if name.lower() != AUTHORIZATION.encode()]
         return None
 

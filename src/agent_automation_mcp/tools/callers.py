@@ -29,6 +29,7 @@ from ..api.transport import ApiTransport
 from ..caching import SharedCache, SharedStore
 from ..caller import caller_of
 from ..config import ServerSettings
+from .default_repository import DefaultRepository, RepositoryCache, not_in_organization
 
 if TYPE_CHECKING:
     from ..run_status import RunStatus
@@ -39,6 +40,8 @@ ORG_CACHE_ENTRIES: Final = 10_000  # tokens whose organisations are remembered a
 TENANT_RETRY_SECONDS: Final = 1.0
 # A call waiting for one of its token's slots gives up this long before its deadline: time left for the call itself.
 SLOT_RESERVE_SECONDS: Final = 10.0
+REPO_SETTING: Final = "AGENT_AUTOMATION_REPO_ID"
+REPO_HEADER: Final = "X-Repo-Id"
 NO_TOKEN_MESSAGE: Final = "no API token is configured"
 NO_TOKEN_HINT: Final = (
     "Set AGENT_AUTOMATION_API_TOKEN (a Codegen API token from https://codegen.com/token) in this server's "
@@ -55,6 +58,10 @@ class CallerResolver(Protocol):
         """The caller's token and, if known, organisation; `ConfigurationError` when there is none."""
         ...
 
+    def default_repository(self, ctx: Context[Any, Any]) -> DefaultRepository | None:
+        """The repository the caller's runs start on when a call names none (`default_repository.py`)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ConfiguredCaller:
@@ -62,6 +69,7 @@ class ConfiguredCaller:
 
     token: str | None = field(default=None, repr=False)
     org_id: int | None = None
+    repo_id: int | None = None  # AGENT_AUTOMATION_REPO_ID
     organization_hint: str = "Set AGENT_AUTOMATION_ORG_ID (or --org-id) to one of them and restart."
     # Made once: every call of the server is this caller's (and a call asks twice).
     _credentials: Credentials | None = field(init=False, default=None, repr=False, compare=False)
@@ -79,6 +87,9 @@ class ConfiguredCaller:
         raise ConfigurationError("the configured API token is malformed: it must be printable ASCII without spaces",
                                  hint=NO_TOKEN_HINT)
 
+    def default_repository(self, ctx: Context[Any, Any]) -> DefaultRepository | None:
+        return DefaultRepository(self.repo_id, REPO_SETTING) if self.repo_id is not None else None
+
 
 @dataclass(frozen=True, slots=True)
 class RequestCaller:
@@ -93,6 +104,10 @@ class RequestCaller:
             raise ConfigurationError("this request carries no usable bearer token",
                                      hint="Send Authorization: Bearer <your Codegen API token> with each request.")
         return caller.credentials
+
+    def default_repository(self, ctx: Context[Any, Any]) -> DefaultRepository | None:
+        caller = caller_of(ctx.request_context.request)
+        return DefaultRepository(caller.repo_id, REPO_HEADER) if caller and caller.repo_id is not None else None
 
 
 Organizations = tuple[int, list[tuple[int, str | None]]]  # how many the token sees, and the first page (id, name)
@@ -246,6 +261,7 @@ class ServerState:
     callers: CallerResolver
     settings: ServerSettings
     organizations: OrganizationCache = field(default_factory=OrganizationCache)
+    repositories: RepositoryCache = field(default_factory=RepositoryCache)  # whether they have a default repository
     statuses: RunStatus | None = None  # the one reader of runs' statuses (run_status.py); the server always has one
     # The tools a request (its headers) is offered: the server's, narrowed by X-MCP-* (a result names only these).
     offered_to: Callable[[Any], frozenset[str]] = lambda headers: frozenset()
@@ -266,6 +282,20 @@ def offers(ctx: Context[Any, Any], tool: str) -> bool:
         return tool in state_of(ctx).offered_to(headers)
     except MCPError:  # unreadable X-MCP-* headers (refused before any tool runs over HTTP)
         return False
+
+
+async def repository_for(ctx: Context[Any, Any], client: AgentAutomationClient, repo_id: int | None,
+                         tool: str) -> tuple[int | None, DefaultRepository | None]:
+    """The repository a call acts on: its own `repo_id`, else the caller's default once `client`'s organisation is
+    found to have it (refused before anything is sent, if not); and the default, when it was used."""
+    state = state_of(ctx)
+    default = state.callers.default_repository(ctx)
+    if repo_id is not None or default is None:
+        return repo_id, None
+    found, _ = await state.repositories.found(client, default.id)
+    if not found:
+        raise not_in_organization(tool, default, client.credentials.org_id)
+    return default.id, default
 
 
 async def client_for(ctx: Context[Any, Any], seconds: float = CALL_SECONDS) -> AgentAutomationClient:

@@ -32,7 +32,7 @@ from ..api.params import (
 from ..api.statuses import ending_reason, waits_on_person
 from ..api.transport import require_org_id
 from ..run_status import READ_SECONDS, now_ms
-from .callers import CALL_SECONDS, client_for, offers, state_of
+from .callers import CALL_SECONDS, client_for, offers, repository_for, state_of
 from .declarations import Toolset
 from .results import (
     PAGE_ITEMS_CHARS,
@@ -271,12 +271,14 @@ async def create_agent_run(
     with get_agent_run (wait_seconds), read its steps with get_agent_run_logs. Each call starts a new run
     (10 per minute; the service does not report the plan's run quota)."""
     client = await (await client_for(ctx)).in_organization()
+    repo_id, default = await repository_for(ctx, client, repo_id, "create_agent_run")
     sent = now_ms()
     created = await client.create_agent_run(prompt, repo_id, model=model, agent_type=agent_type, metadata=metadata,
                                             images=images)
     await _remembered(ctx, client, created, sent)
     run = Run.of(created, _max_chars(ctx))
-    return ok(run, f"Started run {run.id} ({label(run.status)}); web_url in the result")
+    on = f" on {default.said()}" if default is not None else ""
+    return ok(run, f"Started run {run.id} ({label(run.status)}){on}; web_url in the result")
 
 
 @toolset.tool("Get agent run", "get_agent_run", "list_agent_runs", "get_agent_run_logs", viewed=True)
