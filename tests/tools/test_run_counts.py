@@ -87,11 +87,11 @@ async def test_the_last_hours_are_listed_to_their_start_and_said_in_utc(monkeypa
     async with connected(_day()) as (client, sandbox):
         service = _service_runs(sandbox)
         asked = datetime.now(UTC)
-        listed = (await client.call_tool("list_agent_runs", {"hours": 3, "limit": 100})).structured_content
-        page = (await client.call_tool("list_agent_runs", {"hours": 3, "limit": 5})).structured_content
+        listed = (await client.call_tool("list_agent_runs", {"since": "3h", "limit": 100})).structured_content
+        page = (await client.call_tool("list_agent_runs", {"since": "3 hours", "limit": 5})).structured_content
         monkeypatch.setattr(runs, "SCAN_PAGE_SIZE", 10)
         monkeypatch.setattr(run_scan, "MAX_SCANNED_RUNS", 20)
-        bounded = (await client.call_tool("list_agent_runs", {"hours": 12, "counts": True})).structured_content
+        bounded = (await client.call_tool("list_agent_runs", {"since": "12H", "counts": True})).structured_content
     bound = datetime.fromisoformat(listed["since"].replace("Z", "+00:00"))
     assert abs(bound - (asked - timedelta(hours=3))).total_seconds() < 5
     assert [run["id"] for run in listed["runs"]] == [run["id"] for run in service if _created(run) >= bound]
@@ -109,26 +109,25 @@ async def test_a_time_without_an_offset_is_utc_and_said_so_and_a_bad_bound_is_re
         read_as_utc = await client.call_tool("list_agent_runs", {"since": naive, "counts": True})
         sandbox.request_log.clear()
         refused = {name: await client.call_tool("list_agent_runs", arguments) for name, arguments in {
-            "both": {"since": naive, "hours": 2},
             "future": {"since": (datetime.now(UTC) + timedelta(days=1)).isoformat()},
             "not a time": {"since": "yesterday"},
-            "too far": {"hours": 100_000}}.items()}
+            "too far": {"since": "10000h"}, "no hours": {"since": "0h"}}.items()}
         sent = [r for r in sandbox.request_log if r.operation is not None]
     assert read_as_utc.structured_content["since"] == naive + "Z"
     assert f"{naive} had no UTC offset, so it was read as UTC" in read_as_utc.content[0].text
     for name, result in refused.items():
         assert result.is_error and result.structured_content["error"]["kind"] == "invalid_arguments", name
     assert "in the future" in refused["future"].structured_content["error"]["message"]
-    assert "since or hours, not both" in refused["both"].structured_content["error"]["message"]
+    assert "1 to 8784 hours" in refused["too far"].structured_content["error"]["message"]
     assert sent == []
 
 
 @pytest.mark.anyio
 async def test_counts_take_the_other_filters_and_name_the_failed_runs() -> None:
     async with connected(_day()) as (client, _):
-        failed = (await client.call_tool("list_agent_runs", {"hours": 24, "counts": True, "statuses": ["failed"],
+        failed = (await client.call_tool("list_agent_runs", {"since": "24h", "counts": True, "statuses": ["failed"],
                                                              "source_type": "API"})).structured_content
-        listed = (await client.call_tool("list_agent_runs", {"hours": 24, "statuses": ["failed"],
+        listed = (await client.call_tool("list_agent_runs", {"since": "24h", "statuses": ["failed"],
                                                              "source_type": "API", "limit": 100})).structured_content
     assert failed["counts"]["by_status"] == {"failed": len(listed["runs"])} and failed["counts"]["by_source"] == {
         "API": len(listed["runs"])}

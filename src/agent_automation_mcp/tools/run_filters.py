@@ -17,52 +17,20 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, Final
 
-from pydantic import Field, PlainValidator, WithJsonSchema
+from pydantic import PlainValidator, WithJsonSchema
 
 from ..api.models import AgentRun
-from ..api.params import STRICT_INT
 from ..api.statuses import STATUS_WORDS, normalised
 from .results import instant
 from .run_scan import PullRequestName
 
-MAX_HOURS: Final = 24 * 366  # how far back `hours` may reach
+MAX_HOURS: Final = 24 * 366  # how far back `since` may reach in hours
 MAX_SINCE_CHARS: Final = 40  # an ISO 8601 time with its offset and fractions
 FUTURE_LEEWAY: Final = timedelta(minutes=5)  # a bound this far past the server's clock is still taken
 MAX_DEPTH: Final = 20  # of metadata compared value by value; deeper, as its whole JSON
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d{0,99})(?:\.\d{1,100})?(?:[eE][+-]?\d{1,4})?")
-
-Hours = Annotated[int, Field(ge=1, le=MAX_HOURS, description="Runs created in the last N hours."), STRICT_INT]
-
-
-@dataclass(frozen=True, slots=True)
-class Since:
-    """A time as the caller wrote it: the instant, and whether it said its UTC offset (without one it is UTC)."""
-
-    instant: datetime
-    offset_given: bool
-    text: str  # as written (it read as ISO 8601, so it is plain)
-
-
-def since_time(given: Any) -> Since:
-    """`2025-06-21T00:00:00-07:00`, `2025-06-21T07:00Z`, `2025-06-21 07:00` (UTC) or `2025-06-21` (its start, UTC)."""
-    text = given.strip() if isinstance(given, str) else ""
-    if not text or len(text) > MAX_SINCE_CHARS:
-        raise ValueError("since takes an ISO 8601 time, e.g. 2025-06-21T00:00:00-07:00 (the user's offset)")
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 time: write e.g. 2025-06-21T00:00:00-07:00") from None
-    zoned = moment.tzinfo is not None
-    moment = (moment if zoned else moment.replace(tzinfo=UTC)).astimezone(UTC)
-    now = datetime.now(UTC)
-    if moment > now + FUTURE_LEEWAY:
-        raise ValueError(f"since {moment:%Y-%m-%dT%H:%M:%SZ} is in the future (this server's clock says "
-                         f"{now:%Y-%m-%dT%H:%M:%SZ}): check the date and the UTC offset")
-    return Since(moment, zoned, text)
-
-
-SinceArg = Annotated[Since, PlainValidator(since_time),
-                     WithJsonSchema({"type": "string", "maxLength": MAX_SINCE_CHARS})]
+_HOURS: Final = re.compile(r"(\d{1,5}) ?h(?:ours?)?", re.IGNORECASE)
+EXAMPLE: Final = "2025-06-21T00:00:00-07:00 (the user's day, with their UTC offset) or 24h"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +39,7 @@ class TimeBound:
     caller gave it, for the answer to say."""
 
     instant: datetime
-    given: str  # `since 2025-06-21T00:00:00-07:00`, `the last 24 hours`
+    given: str  # `2025-06-21T00:00:00-07:00 as given`, `the last 24 hours by this server's clock`
 
     @property
     def utc(self) -> str:
@@ -87,18 +55,34 @@ class TimeBound:
         return created is not None and created < self.instant
 
 
-def time_bound(since: Since | None, hours: int | None) -> TimeBound | None:
-    """The bound asked, by a time (`since`) or by hours back from now on this server's clock; not both."""
-    if since is not None and hours is not None:
-        raise ValueError("give since or hours, not both")
-    if hours is not None:
-        moment = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=hours)
-        return TimeBound(moment, f"the last {hours} hours by this server's clock")
-    if since is None:
-        return None
-    given = (f"{since.text} as given" if since.offset_given
-             else f"{since.text} had no UTC offset, so it was read as UTC: for the user's day, give their offset")
-    return TimeBound(since.instant, given)
+def time_bound(given: Any) -> TimeBound:
+    """`since` as the caller wrote it: hours back from now on this server's clock (`24h`), or an ISO 8601 time
+    (`2025-06-21T00:00:00-07:00`; `2025-06-21 07:00` and `2025-06-21`, its start, without an offset are UTC, and the
+    answer says so)."""
+    text = given.strip() if isinstance(given, str) else ""
+    if not text or len(text) > MAX_SINCE_CHARS:
+        raise ValueError(f"since takes an ISO 8601 time or hours back: {EXAMPLE}")
+    now = datetime.now(UTC).replace(microsecond=0)
+    if hours := _HOURS.fullmatch(text):
+        if not 1 <= int(hours[1]) <= MAX_HOURS:
+            raise ValueError(f"since reaches back 1 to {MAX_HOURS} hours, got {text!r}")
+        return TimeBound(now - timedelta(hours=int(hours[1])), f"the last {int(hours[1])} hours by this server's clock")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither an ISO 8601 time nor hours back: write {EXAMPLE}") from None
+    zoned = moment.tzinfo is not None
+    moment = (moment if zoned else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    if moment > now + FUTURE_LEEWAY:
+        raise ValueError(f"since {moment:%Y-%m-%dT%H:%M:%SZ} is in the future (this server's clock says "
+                         f"{now:%Y-%m-%dT%H:%M:%SZ}): check the date and the UTC offset")
+    return TimeBound(moment, f"{text} as given" if zoned else
+                     f"{text} had no UTC offset, so it was read as UTC: for the user's day, give their offset")
+
+
+# `since`: a string in the schema, read into the bound it names.
+SinceArg = Annotated[TimeBound, PlainValidator(time_bound),
+                     WithJsonSchema({"type": "string", "maxLength": MAX_SINCE_CHARS})]
 
 
 def wanted_statuses(asked: list[str] | None) -> frozenset[str]:

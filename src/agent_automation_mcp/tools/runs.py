@@ -16,7 +16,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..api.client import AgentAutomationClient
-from ..api.errors import ApiError, InvalidRequestError
+from ..api.errors import ApiError
 from ..api.models import AgentRun, PullRequest, github_pull_request
 from ..api.params import (
     MAX_METADATA_CHARS,
@@ -49,7 +49,7 @@ from .results import (
     trim_text,
 )
 from .run_counts import RunCounter, RunCounts, render_counts
-from .run_filters import Hours, RunFilter, SinceArg, TimeBound, time_bound, wanted_statuses
+from .run_filters import RunFilter, SinceArg, TimeBound, wanted_statuses
 from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, RunScan, scan_runs
 
 if TYPE_CHECKING:
@@ -357,40 +357,36 @@ async def list_agent_runs(
     user_id: Annotated[Id | None, Field(description="Started by this user.")] = None,
     source_type: Annotated[SourceType | None, Field(description="Started from this source.")] = None,
     statuses: Annotated[list[Status] | None, Field(max_length=10, description=(
-        "Words (running, pending, paused, done, failed: every failure, stopped, finished) or service values "
-        "(ACTIVE, ERROR, TIMEOUT...), any case."))] = None,
+        "Words (running, paused, failed: every failure, done, stopped, finished) or values (ACTIVE, PAUSED, "
+        "COMPLETE, ERROR, TIMEOUT, MAX_ITERATIONS_REACHED, OUT_OF_TOKENS, STOPPED...), any case."))] = None,
     pull_request: Annotated[PullRequestArg | None, Field(description=(
         "Only runs attached to it (URL, owner/repo#7 or pr_id); which one opened it is not reported."))] = None,
     metadata: Annotated[MetadataMatch | None, Field(description=(
         "Runs whose metadata holds these keys and values: 14 = \"14\", any case; a list holds an item."))] = None,
     since: Annotated[SinceArg | None, Field(description=(
-        "Runs created at or after this ISO 8601 time, with the user's UTC offset."))] = None,
-    hours: Hours | None = None,
+        "Runs created since: an ISO 8601 time with the user's UTC offset, or hours back (24h)."))] = None,
     counts: Annotated[bool, Field(description=(
         "Counts by status, source and repository, and failed runs' ids, instead of runs."))] = False,
 ) -> Annotated[CallToolResult, RunList]:
     """List or count the organisation's agent runs, newest first. Filters other than user_id and source_type apply
     here, over ≤500 runs a call (note says how far)."""
-    if since is not None and hours is not None:
-        raise InvalidRequestError("list_agent_runs: give since or hours, not both", operation="list_agent_runs")
     client = await (await client_for(ctx)).in_organization()
-    bound = time_bound(since, hours)
     chosen = RunFilter(wanted_statuses(statuses), pull_request, metadata)
     taker: RunsTaken | RunCounter = RunCounter(chosen) if counts else RunsTaken(_max_chars(ctx), limit, chosen)
-    filtering = counts or bound is not None or chosen != RunFilter()
+    filtering = counts or since is not None or chosen != RunFilter()
     scan = await scan_runs(client, taker, skip=skip, page_size=SCAN_PAGE_SIZE if filtering else limit,
                            filtering=filtering, user_id=user_id, source_type=source_type,
-                           before=bound.before if bound is not None else None,
+                           before=since.before if since is not None else None,
                            newest=None if user_id or source_type else partial(
                                _statuses(ctx).remember_page, client, require_org_id(client.credentials)))
     notes = [*([f"stopped early ({scan.failed.kind}): continue from next_skip"] if scan.failed is not None else []),
              *([scan.how_far()] if filtering else [])]
-    which = " and ".join(part for part in (bound.said() if bound else "", chosen.said()) if part)
+    which = " and ".join(part for part in (since.said() if since else "", chosen.said()) if part)
     if isinstance(taker, RunCounter):
-        return _counted(taker, scan, bound, which, notes)
+        return _counted(taker, scan, since, which, notes)
     notes = taker.notes(chosen, notes)
     out = RunList(runs=taker.runs, total=scan.total, next_skip=scan.position, note="; ".join(notes) or None,
-                  since=bound.utc if bound else None)
+                  since=since.utc if since else None)
     return ok(out, f"{counted(len(out.runs), 'run')}{f' {which}' if which else ''}{_of_total(out)}", render=_runs_text)
 
 
