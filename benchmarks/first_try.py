@@ -779,6 +779,24 @@ async def _paged_day(client: Client, since: datetime) -> tuple[dict[str | None, 
     return _tally(kept), tokens, calls
 
 
+async def chat_repository_row() -> Row:
+    """A connection bound to repository 202 (api-service) by its X-Repo-Id header, as Codegen's hosted server takes
+    it: "start a run on this chat's repository". Right is a run on 202, with the instructions naming it."""
+    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
+    async with SandboxServer(config) as sandbox:
+        with http_server(sandbox) as url:
+            async with connection(url, DEMO_TOKEN, x_organization_id="1", x_repo_id="202") as client:
+                told = " ".join((client.instructions or "").split())
+                started = (await client.call_tool("create_agent_run", {"prompt": "Add a health endpoint"}))
+        run_id = (started.structured_content or {}).get("id")
+        repo = sandbox.state.world.runs[run_id].repo_id if run_id in sandbox.state.world.runs else None
+    named = re.search(r"default repository is \d+[^,:]*", told)
+    right = repo == 202 and named is not None
+    return ("Start a run on this chat's repository (the connection sends X-Repo-Id: 202)", right,
+            f"the instructions say its {named[0]}; the run started on {repo}" if named
+            else f"nothing names the chat's repository: the run started on {repo}, the service's choice")
+
+
 def _read(result: Any) -> int:
     """What a model reads of a result: its text, characters / 4."""
     return sum(len(block.text) for block in result.content if block.type == "text") // 4
@@ -803,7 +821,7 @@ async def measure() -> list[tuple[str, bool, str]]:
         rows.insert(12, await off_toolset(api))
     rows += await context_requests()
     rows += after_a_run + await throttled_rows()
-    rows += [*listing, await day_row()]
+    rows += [*listing, await day_row(), await chat_repository_row()]
     return [(request, bool(right), " ".join(str(said).split())[:140]) for request, right, said in rows]
 
 

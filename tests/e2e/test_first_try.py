@@ -299,3 +299,13 @@ async def test_how_many_runs_today_is_one_short_answer_bound_to_the_users_day() 
     bound = f"{start.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
     assert result.content[0].text.startswith(f"Counted 128 runs created since {bound} (UTC; ")
     assert sum(len(block.text) for block in result.content) // 4 <= 800
+
+
+@pytest.mark.anyio
+async def test_a_run_starts_on_the_chats_repository_when_a_default_is_set(sandbox: SandboxServer) -> None:
+    async with Client(stdio_server(sandbox_env(sandbox, AGENT_AUTOMATION_REPO_ID="202"))) as bound:
+        told = " ".join((bound.instructions or "").split())
+        run, summary = await _call(bound, "create_agent_run", {"prompt": "Add a health endpoint"})
+    assert re.search(r"default repository is 202 \("  # the model reads which, by its name too
+                     r"\"sandbox-org/api-service\"\), set by AGENT_AUTOMATION_REPO_ID", told), told
+    assert sandbox.state.world.runs[run["id"]].repo_id == 202 and "this connection's default" in summary
