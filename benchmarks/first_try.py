@@ -747,11 +747,11 @@ async def day_row() -> Row:
                 answer, tokens, calls = await _paged_day(client, since)
     right = answer == truth and tokens <= SHORT_ANSWER_TOKENS
     total, failed = answer.get("*", [0, 0])
-    said = (f"{total} runs, {failed} failed, on {len(answer) - 1 - (None in answer)} repositories named and "
-            f"{answer.get(None, [0])[0]} runs with none; {tokens:,} tokens read in {calls} call{'s' * (calls > 1)}")
+    said = (f"{tokens:,} tokens read in {calls} call{'s' * (calls > 1)}: {total} runs, {failed} failed, on "
+            f"{len(answer) - 1 - (None in answer)} repositories named and {answer.get(None, [0])[0]} runs with none")
     return ("How many runs did we start today, how many failed, and on which repositories?", right,
-            said + ("" if right else (" (true counts, by the model's own arithmetic)" if answer == truth
-                                      else f" (the truth: {truth['*'][0]} runs, {truth['*'][1]} failed)")))
+            said + ("" if right else ("; true, by the model's own arithmetic" if answer == truth
+                                      else f"; the truth: {truth['*'][0]} runs, {truth['*'][1]} failed")))
 
 
 async def _counted_day(client: Client, since: datetime) -> tuple[dict[str | None, list[int]], int, int]:
@@ -838,7 +838,9 @@ def render(columns: dict[str, list[tuple[str, bool, str]]], command: str) -> str
              "46's: runs as the service runs them (a stuck run, each ending, the paused run); 44 to 50 (over HTTP "
              "too) what a connection is told. Requests 51 on are issue 47's, the questions after a run: what the "
              "service cannot do (merging first), a change's values, a list's times, a failure explained, a 429's "
-             "answers, and sign-ins over HTTP.", "",
+             "answers, and sign-ins over HTTP; 67 to 69 its second part: a tag as another script typed it, a "
+             "day's runs at a glance (right only in one answer under 800 tokens; the tokens read are said either "
+             "way) and the chat's repository (X-Repo-Id).", "",
              f"| # | request | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}"]
     for index, request in enumerate(row[0] for row in columns[names[-1]]):
         cells = [f"{'right' if rows[index][1] else '**wrong**'}: {rows[index][2].replace('|', '/')}"
