@@ -14,15 +14,25 @@ from mcp import Client
 from agent_automation_mcp.api.errors import ConfigurationError, RateLimitError
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
-from agent_automation_mcp.guide import MAX_NAMED_ORGS, ORG_NAME_CHARS, instructions, organization_said
+from agent_automation_mcp.guide import (
+    MAX_NAMED_ORGS,
+    ORG_NAME_CHARS,
+    REPOSITORY_USERS,
+    instructions,
+    organization_said,
+    repository_said,
+)
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.callers import ConfiguredCaller, OrganizationInUse, RequestCaller
+from agent_automation_mcp.tools.default_repository import DefaultRepository, Found
 from agent_automation_mcp.tools.mentions import named_tools
 from agent_automation_mcp.tools.registry import TOOLSETS, TOOLSETS_DECLARED, narrowed, offered_names
 
 EVERY: frozenset[str] = offered_names(ServerSettings(toolsets=TOOLSETS))
 CHOOSE = (ConfiguredCaller().organization_hint, RequestCaller().organization_hint)
+DEFAULT = DefaultRepository(202, "X-Repo-Id")
+REPOSITORY_FOUND: tuple[Found | RateLimitError, ...] = ((True, "acme/web"), (False, None), RateLimitError("slow"))
 
 
 def _settings() -> Iterator[ServerSettings]:
@@ -46,9 +56,11 @@ def test_every_instructions_variant_reads_right_alone(server: ServerSettings) ->
         (server, narrowed(server, {"x-mcp-toolsets": ",".join(settings.toolsets) or "nothing-left",
                                    "x-mcp-readonly": str(settings.read_only).lower()}))
         for settings in _settings() if settings.toolsets]
-    for operator, request in cases:
-        text = instructions(operator, request)
+    for index, (operator, request) in enumerate(cases):
         offered = offered_names(request)
+        found = REPOSITORY_FOUND[index % len(REPOSITORY_FOUND)]  # the default repository said each way in turn
+        text = instructions(operator, request, repository=repository_said(DEFAULT, found, offered))
+        assert ("default repository" in text) is bool(offered & set(REPOSITORY_USERS)), text
         assert not re.search(r"\b(it|its|one|them|they)\b", text, re.IGNORECASE), text
         assert named_tools(text) <= offered, text
         assert ("Read-only" in text) is request.read_only and (request.read_only or "Drive" in text), text

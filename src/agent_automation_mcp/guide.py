@@ -38,7 +38,7 @@ def instructions(server: ServerSettings, request: ServerSettings | None = None, 
         where = " on a repository (repo_id from list_repositories)" if "list_repositories" in offered else ""
         steps.append(f"create_agent_run starts an agent run{where}")
     if "list_agent_runs" in offered:
-        steps.append("list_agent_runs finds existing runs")
+        steps.append("list_agent_runs finds existing runs, or counts runs (counts, since: a day's runs at a glance)")
     if "get_agent_run" in offered:
         steps.append("get_agent_run shows a run's status and pull requests (wait_seconds waits for the run to end)")
     if "get_agent_run_logs" in offered:
@@ -109,18 +109,21 @@ def repository_said(default: DefaultRepository | None, found: Found | ApiError |
     users = [name for name in REPOSITORY_USERS if name in offered]
     if default is None or not users:
         return ""
-    uses = " and ".join(users)
+    uses, plural = " and ".join(users), len(users) > 1
+    default_is = f"This connection's default repository is {default.id}"
     if isinstance(found, ApiError) or found is None:
         why = found.kind if isinstance(found, ApiError) else "not read"
-        return (f"This connection's default repository is {default.id} (set by {default.set_by}; not checked just "
-                f"now: {why}): {uses} use it when a call gives no repo_id, and a call's own repo_id wins.")
+        return (f"{default_is} (set by {default.set_by}; not checked just now: {why}): {uses} "
+                f"{'use' if plural else 'uses'} that repository when a call gives no repo_id, and a call's own repo_id "
+                "wins.")
     has, name = found
     if not has:
-        return (f"This connection's default repository, {default.id} (set by {default.set_by}), is not one of this "
-                f"organisation's repositories: {uses} refuse it, so give repo_id (list_repositories lists them).")
+        return (f"This connection's default repository, {default.id} (set by {default.set_by}), is not among this "
+                f"organisation's repositories: {uses} {'refuse' if plural else 'refuses'} that default, so give "
+                "repo_id (list_repositories lists the repositories).")
     named = f" ({_quoted(name)})" if name else ""
-    return (f"This connection's default repository is {default.id}{named}, set by {default.set_by}: {uses} use it "
-            "when a call gives no repo_id, and a call's own repo_id wins.")
+    return (f"{default_is}{named}, set by {default.set_by}: {uses} {'use' if plural else 'uses'} that repository when "
+            "a call gives no repo_id, and a call's own repo_id wins.")
 
 
 def _quoted(name: str) -> str:

@@ -23,7 +23,7 @@ async def test_a_default_repository_serves_the_calls_that_name_none_and_a_calls_
         sent = [record.operation for record in sandbox.request_log]
         world = sandbox.state.world
     assert f'default repository is {DEFAULT} ("sandbox-org/api-service"), set by AGENT_AUTOMATION_REPO_ID' in told
-    assert "create_agent_run and generate_setup_commands use it when a call gives no repo_id" in told
+    assert "create_agent_run and generate_setup_commands use that repository when a call gives no repo_id" in told
     for result in started:
         assert not result.is_error and world.runs[result.structured_content["id"]].repo_id == DEFAULT
         assert f"on repository {DEFAULT}, this connection's default (AGENT_AUTOMATION_REPO_ID)" in result.content[
@@ -42,7 +42,7 @@ async def test_a_default_the_organisation_does_not_have_is_refused_before_any_wr
             ("create_agent_run", {"prompt": "x"}), ("generate_setup_commands", {}))}
         writes = [r.operation for r in sandbox.request_log if r.method != "GET"]
         own = await client.call_tool("create_agent_run", {"prompt": "x", "repo_id": REPO_ID})
-    assert "default repository, 1201 (set by AGENT_AUTOMATION_REPO_ID), is not one of this organisation's" in told
+    assert "default repository, 1201 (set by AGENT_AUTOMATION_REPO_ID), is not among this organisation's" in told
     for tool, result in refused.items():
         error = result.structured_content["error"]
         assert result.is_error and error["kind"] == "configuration", tool

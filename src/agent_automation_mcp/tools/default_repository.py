@@ -75,6 +75,6 @@ def not_in_organization(tool: str, default: DefaultRepository, org_id: int | Non
     """The refusal of a default the organisation does not have: nothing was sent that writes."""
     where = f"organisation {org_id}" if org_id is not None else "this organisation"
     return ConfigurationError(
-        f"{tool}: this connection's default repository, {default.id} (set by {default.set_by}), is not one of "
+        f"{tool}: this connection's default repository, {default.id} (set by {default.set_by}), is not among "
         f"{where}'s repositories; nothing was started",
         hint=f"Give repo_id (list_repositories lists them), or set {default.set_by} to one of them.")
