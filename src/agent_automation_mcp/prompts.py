@@ -101,8 +101,9 @@ class PullRequestRuns(PromptArguments):
 def _delegate(args: DelegateTask, offered: frozenset[str]) -> str:
     repo = args.repository
     if repo is None:
-        find = ("Ask the user which repository, unless the task needs none; list_repositories shows them with their "
-                "ids.")
+        find = ("Ask the user which repository, unless the task needs none or the instructions name this "
+                "connection's default repository (then leave repo_id out, and the run starts there); "
+                "list_repositories shows them with their ids.")
     elif repo.isdigit():
         find = f"Use repo_id {repo}."
     else:
@@ -116,8 +117,8 @@ The task, in the user's words:
 </task>
 
 1. {find}
-2. Call create_agent_run once with that repo_id and, as prompt, the task written as a complete instruction for the
-agent (keep every detail the user gave). Each call starts a new run: do not call it again if an answer is slow.
+2. Call create_agent_run once with that repo_id (if any) and, as prompt, the task written as a complete instruction
+for the agent (keep every detail the user gave). Each call starts a new run: do not call it again if an answer is slow.
 3. Tell the user the run's id and web_url. Then, if they want to wait, follow it with get_agent_run (wait_seconds up to
 50, again while is_terminal is false) and report its result and the pull requests it opened (pr_id and url).
 {DATA_NOT_ORDERS}"""
