@@ -23,12 +23,14 @@ from schedstat import waited_since, waiting_for_cpu
 
 MODES = ("auto", "legacy")  # 2026-07-28 (what `auto` lands on against this server) and the 2025-11-25 handshake
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
-# Pacing is not under test here, and several server processes share one sandbox: room for all of them.
 # What replicas sharing Redis must be given alike (they refuse to start without): test values, not secrets.
 SHARED_KEYS = {"AGENT_AUTOMATION_STATE_KEYS": "test-state-key-" + "s" * 32,
                "AGENT_AUTOMATION_LOG_SECRET": "test-log-secret-" + "l" * 16}
-RATE_LIMITS = ("standard=2000/30s,logs=2000/60s,agent_creation=100/60s,setup_commands=100/60s,"
-               "log_analysis=100/60s,pr_edit=200/60s,webhook_test=100/60s")
+# Pacing is not under test here, and several server processes share one sandbox: room for all of them. Windows a tenth
+# of the service's: a replica that loses Redis sends nothing for a window (pacing/redis_ledger.py), so the tests that
+# take Redis away wait 3 s, not 30.
+RATE_LIMITS = ("standard=2000/3s,logs=2000/6s,agent_creation=100/6s,setup_commands=100/6s,"
+               "log_analysis=100/6s,pr_edit=200/6s,webhook_test=100/6s")
 
 
 def clean_env(**values: str | None) -> dict[str, str]:

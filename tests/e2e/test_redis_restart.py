@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from harness import SHARED_KEYS, HttpServer, clean_env, free_port
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from oauth_flow import MemoryTokens, Person, RawFlow, oauth_client, once_redis_is_asked_again, pkce
@@ -28,7 +28,8 @@ def redis() -> Iterator[RedisServer]:
 
 def oauth_server(sandbox: SandboxServer, redis: RedisServer) -> HttpServer:
     port = free_port()
-    env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_REDIS_URL=redis.url, **SHARED_KEYS)
+    env = clean_env(AGENT_AUTOMATION_BASE_URL=sandbox.url, AGENT_AUTOMATION_REDIS_URL=redis.url,
+                    AGENT_AUTOMATION_RATE_LIMITS=RATE_LIMITS, **SHARED_KEYS)
     return HttpServer(env, "--auth", "oauth", "--public-url", f"http://127.0.0.1:{port}", "--allowed-host",
                       f"127.0.0.1:{port}", port=port)
 

@@ -26,7 +26,7 @@ from agent_automation_mcp.sandbox.state import token_hash
 from pacing.redis_server import RedisServer, running_redis
 
 TENANTS = tuple(f"tok-tenant-{i:02d}" for i in range(50))
-LIMITS = RATE_LIMITS.replace("standard=2000/30s", "standard=20000/30s")  # room for every tenant: pacing is not tested
+LIMITS = RATE_LIMITS.replace("standard=2000/", "standard=20000/")  # room for every tenant: pacing is not tested
 
 
 @pytest.fixture(scope="module")

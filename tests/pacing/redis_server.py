@@ -62,6 +62,13 @@ class RedisServer:
             self.process.wait(timeout=10)
             self.process = None
 
+    def kill(self) -> None:
+        """Gone at once, as an operator's `kill -9` or an out-of-memory kill leaves it (started again, it is empty)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
+
 
 @contextmanager
 def running_redis() -> Iterator[RedisServer]:

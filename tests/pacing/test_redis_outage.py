@@ -20,7 +20,7 @@ import httpx2
 import pytest
 
 from agent_automation_mcp.api import AgentAutomationClient, ApiTransport, Credentials
-from agent_automation_mcp.api.errors import ApiError
+from agent_automation_mcp.api.errors import ApiError, RateLimitError
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, STANDARD, RateLimit
 from agent_automation_mcp.api.pacer import Pacer
 from agent_automation_mcp.api.settings import ApiSettings
@@ -121,6 +121,37 @@ async def test_replicas_losing_redis_under_load_send_no_429_and_fail_no_call(
         sent, ran, said = sent_and_ran(down, up)
         assert sent >= REPLICAS * (standard.count // MAX_REPLICAS) * math.floor(ran / period - 1), said
     assert answered == len(log)
+
+
+async def test_replicas_cut_off_send_nothing_the_service_refuses_whatever_they_last_saw(
+        own_redis_server: RedisServer) -> None:
+    """Each replica saw a different part of the window before Redis was killed: one saw 1 send of 6, one all 6, one
+    none (it never sent on the token). Each may have been the last to hear of it, so none may send on the room it
+    saw free: 1 + 2 requests the service refused before (a third of the 5 or the 6 free), none now."""
+    limits = {name: RateLimit(6, 10.0) for name in DEFAULT_RATE_LIMITS}
+    with SandboxServer(SandboxConfig(rate_limits=limits, algorithm="sliding-log", seed=13)) as sandbox:
+        run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={}).json()["id"]
+        settings = ApiSettings(base_url=sandbox.url, rate_limits=limits, redis_url=own_redis_server.url,
+                               rate_margin=0.1, max_replicas=3)
+        transports = [ApiTransport(settings, create_pacer(settings)) for _ in range(3)]
+        first, busiest, idle = (AgentAutomationClient(t, Credentials(sandbox.token, sandbox.org_id))
+                                for t in transports)
+        for client, calls in ((first, 1), (busiest, 5)):
+            for _ in range(calls):
+                await client.within(5).get_agent_run(run)
+        own_redis_server.kill()
+        refused = []
+        for client in (first, busiest, idle):
+            for _ in range(2):
+                try:
+                    await client.within(1.5).get_agent_run(run)
+                except RateLimitError as exc:  # answered at once: nothing sent
+                    refused.append(exc)
+        for transport in transports:
+            await transport.aclose()
+        statuses = [r.status for r in sandbox.request_log if r.operation == "get_agent_run"]
+    assert [status for status in statuses if status != 200] == []
+    assert len(statuses) == 6 and len(refused) == 6
 
 
 @dataclass(frozen=True)

@@ -203,27 +203,22 @@ def test_a_log_is_idle_once_it_can_no_longer_delay_anything() -> None:
     assert bucket.idle(20.25)
 
 
-def test_a_replica_cut_off_paces_at_its_share_on_top_of_the_history_it_heard_of() -> None:
+def test_a_replica_cut_off_counts_the_window_full_then_paces_at_its_share() -> None:
+    """However little it saw sent, the others may have filled the window before it lost sight of them."""
     log = BucketLog(RateLimit(12, 10.0), MARGIN, weight=3)  # one of 3 replicas
-    log.assume_shared([7, 7], seen=0.0, now=1.0)  # every replica's sends in the window, all in its newer half
-    assert try_charge([log], 1.0) == 0 and try_charge([log], 1.0) > 0  # its third of the 5 left: 1
-    assert ready_at([log], 1.0) == 10.25  # the rest only once the shared sends leave the window
-    sent = run_greedy([log], [(10.25, [0])] * 8)[0]
-    assert sent[0] == 10.25 and most_in_any_window(sent, 10.0) == 4  # then a third of the limit: 12 / 3
+    log.charge(0.0)  # the one send it knows of
+    log.penalise(0.5, 2.0)  # what a 429 taught it stays
+    log.fill(1.0)
+    assert list(log.sends) == [1.0 + MARGIN] * 12 and log.last_sent == 1.0
+    assert log.pause_until == 2.5 and log.spacing_until > 1.0
+    assert ready_at([log], 1.0) == 11.25  # nothing until the window in which they may have sent has passed
 
 
-def test_shared_sends_count_as_made_at_the_end_of_their_part_of_the_window() -> None:
-    log = BucketLog(RateLimit(8, 10.0), MARGIN, weight=2)
-    log.assume_shared([2, 2, 5, 8], seen=20.0, now=20.0)  # 2 in the newest quarter, 3 in the third, 3 in the last
-    assert sorted(log.sends) == [12.5] * 3 + [15.0] * 3 + [20.0 + MARGIN] * 2
-    assert ready_at([log], 20.0) == 22.5  # the oldest quarter's 3 leave the window: room for 2 (its weight)
-
-
-def test_room_freed_since_the_shared_log_was_heard_of_counts_as_taken_when_it_is_lost() -> None:
-    log = BucketLog(RateLimit(4, 10.0), MARGIN, weight=2)
-    log.assume_shared([3], seen=0.0, now=10.5)  # those 3 left the window at 10.25, unseen: others may have taken it
-    assert list(log.sends) == [10.5 + MARGIN] * 3 and log.last_sent == 10.5
-    assert ready_at([log], 10.5) == 20.75  # room for 2 (its weight) only once they leave the window
+def test_once_the_window_it_was_cut_off_in_has_passed_a_replica_sends_its_share() -> None:
+    log = BucketLog(RateLimit(12, 10.0), MARGIN, weight=3)
+    log.fill(1.0)
+    sent = run_greedy([log], [(1.0, [0])] * 8)[0]
+    assert sent[0] == 11.25 and most_in_any_window(sent, 10.0) == 4  # a third of the limit: 12 / 3
 
 
 def test_a_send_answered_frees_its_slot_a_window_after_the_answer_not_after_departure_plus_margin() -> None:

@@ -2,29 +2,25 @@
 -- The same rule as sliding_log.py: the log of stamp bounds, a pause, probes and even spacing after a 429.
 -- KEYS: per bucket, its log (stamp bounds in microseconds, largest first) and its mode hash.
 -- ARGV: charge (1: charge when free; 0: only estimate), ahead (queued before this send), margin, probe lease,
---       parts (see below), then per bucket: limit, cap (the share this caller may fill), window, spacing interval,
---       stagger, catch-up, since and held: the caller's own sends this log took from `since` on (on this clock, the
---       earliest of them; 0 for none), each logged with a bound at or after it.
--- Returns {1, bound, counts...} when charged (bound: what the send was logged with, for settle.lua), else
--- {0, wait, counts...}, or {2, 0, counts...} without charging when a log holds fewer bounds from `since` on than the
--- caller's sends it took there: Redis lost them (it restarted empty), and the caller must give them back first.
+--       then per bucket: limit, cap (the share this caller may fill), window, spacing interval, stagger, catch-up,
+--       since and held: the caller's own sends this log took from `since` on (on this clock, the earliest of them;
+--       0 for none), each logged with a bound at or after it.
+-- Returns {1, bound} when charged (bound: what the send was logged with, for settle.lua), else {0, wait}, or {2, 0}
+-- without charging when a log holds fewer bounds from `since` on than the caller's sends it took there: Redis lost
+-- them (it restarted empty), and the caller must give them back first.
 -- Bounds are compared with bounds this clock wrote, never with the caller's time: a call that reaches Redis late (a
 -- starved caller, a wait for a connection, a paused Redis) cannot take sends that left the window meanwhile for lost.
--- Times in microseconds. Per bucket, counts holds `parts` numbers: how many bounds lie within
--- the newest 1/parts, 2/parts ... of its window. That is all a replica keeps of the shared log, should Redis go
--- (see redis_ledger.RedisLedger): the sends' times to within a part of the window.
--- A log holds no bound older than two windows and the margin (the 429 handler's look back, see penalise.lua), and
+-- Times in microseconds. A log holds no bound older than two windows and the margin (the 429 handler's look back, see penalise.lua), and
 -- never more than the limit: the rule reads nothing else.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local charge, ahead, margin, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local parts = tonumber(ARGV[5])
 local buckets = #KEYS / 2
 local ready = now
 local slots = {}  -- per bucket in spacing mode: the slot of its last send (see sliding_log.CATCH_UP)
 local probing = {}  -- per bucket: this send is its probe
 for i = 1, buckets do
-  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 8 * (i - 1)
+  local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 8 * (i - 1)
   local limit, cap, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local interval, stagger, catch_up = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local at = now
@@ -54,10 +50,10 @@ for i = 1, buckets do
   end
   probing[i] = state[5] ~= false
 end
--- Bounds within `horizon` in a log, largest first: found by halving, so a long log (a large limit) costs a few
--- reads. `from`: as many are known to lie within it already.
-local function within(log, horizon, from)
-  local lo, hi = from, redis.call('LLEN', log)
+-- How many bounds of a log (largest first) lie above `horizon`: found by halving, so a long log (a large limit)
+-- costs a few reads.
+local function above(log, horizon)
+  local lo, hi = 0, redis.call('LLEN', log)
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if tonumber(redis.call('LINDEX', log, mid)) > horizon then lo = mid + 1 else hi = mid end
@@ -69,10 +65,10 @@ end
 -- since + two windows the caller's sends may have gone by those rules: nothing is concluded.
 local lost = false
 for i = 1, buckets do
-  local a = 5 + 8 * (i - 1)
+  local a = 4 + 8 * (i - 1)
   local limit, window, since, held = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 7]),
     tonumber(ARGV[a + 8])
-  if held > 0 and now < since + 2 * window and within(KEYS[2 * i - 1], since - 1, 0) < math.min(held, limit) then
+  if held > 0 and now < since + 2 * window and above(KEYS[2 * i - 1], since - 1) < math.min(held, limit) then
     lost = true
   end
 end
@@ -81,7 +77,7 @@ local bound = string.format('%.0f', now + margin)
 if charged then
   local departed = string.format('%.0f', now)
   for i = 1, buckets do
-    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 5 + 8 * (i - 1)
+    local log, mode, a = KEYS[2 * i - 1], KEYS[2 * i], 4 + 8 * (i - 1)
     local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
     local keep = math.ceil((2 * window + margin) / 1000) + 1000  -- ms: the 429 handler looks two windows back
     if slots[i] then
@@ -103,14 +99,5 @@ if charged then
     redis.call('PEXPIRE', log, keep)
   end
 end
-local reply = {0, ready - now}
-if charged then reply = {1, tonumber(bound)} elseif lost then reply = {2, 0} end
-for i = 1, buckets do
-  local log, window = KEYS[2 * i - 1], tonumber(ARGV[5 + 8 * (i - 1) + 3])
-  local count = 0
-  for part = 1, parts do
-    count = within(log, now - window * part / parts, count)
-    reply[#reply + 1] = count
-  end
-end
-return reply
+if charged then return {1, tonumber(bound)} elseif lost then return {2, 0} end
+return {0, ready - now}

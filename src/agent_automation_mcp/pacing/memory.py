@@ -29,6 +29,9 @@ class MemoryLedger:
         self._rng = rng
         self._logs: dict[tuple[str, str], BucketLog] = {}
         self._next_sweep = clock() + SWEEP_EVERY
+        self._filled_at: float | None = None  # see fill
+        # How long a fill can matter: a log filled then stops being held back (or staggered) two windows later.
+        self._fill_matters = 2 * max((limit.window for limit in self.limits.values()), default=0.0) + margin
 
     def bucket_logs(self, token_key: str, buckets: Sequence[str]) -> list[BucketLog]:
         logs = []
@@ -36,8 +39,17 @@ class MemoryLedger:
             log = self._logs.get((token_key, bucket))
             if log is None:
                 log = self._logs[token_key, bucket] = BucketLog(self.limits[bucket], self.margin, self.weight)
+                if self._filled_at is not None:
+                    log.fill(self._filled_at)
             logs.append(log)
         return logs
+
+    def fill(self, at: float) -> None:
+        """Every log, and every log made from now on, counts its limit's worth of sends made at `at`: other
+        replicas may have filled any token's window by then, unseen here (see BucketLog.fill)."""
+        self._filled_at = at
+        for log in self._logs.values():
+            log.fill(at)
 
     async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> Receipt | float:
         now = self._clock()
@@ -79,5 +91,7 @@ class MemoryLedger:
         if now < self._next_sweep:
             return
         self._next_sweep = now + SWEEP_EVERY
+        if self._filled_at is not None and self._filled_at + self._fill_matters <= now:
+            self._filled_at = None
         for key in [key for key, log in self._logs.items() if log.idle(now)]:
             del self._logs[key]

@@ -3,18 +3,16 @@
 Each check-and-charge is one server-side script over all of a request's buckets, timed by Redis' own
 clock, so replicas whose clocks disagree cannot skew a window. Keys carry the token's hash and a hash tag
 (`aamcp:{<token_key>}:<bucket>`), so a token's keys share one Cluster slot and never show the token.
-Each answer is one small reply: send now (and the bound the send was logged with) or the seconds to wait, and per
-bucket how many sends each quarter of its last window holds, all a replica keeps of the shared log should Redis go.
-If Redis cannot be reached, this replica keeps serving from a local ledger at 1/max_replicas of each limit, on
-top of the shared history it last heard of, which stays within the limit as long as no more replicas than that
-run, and tries Redis again shortly (see `RedisLedger`).
+Each answer is one small reply: send now (and the bound the send was logged with) or the seconds to wait.
+If Redis cannot be reached, this replica keeps serving from a local ledger: once the window in which the others may
+have used the whole limit has passed, at 1/max_replicas of each limit, which stays within the limit as long as no
+more replicas than that run; and it tries Redis again shortly (see `RedisLedger`).
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-import math
 import random
 import time
 import uuid
@@ -48,9 +46,6 @@ REJOIN_TRIES: Final = 4
 # for the next outage).
 CARRY_ROUNDS: Final = 4
 SWEEP_EVERY: Final = 60.0  # seconds between passes that forget what this replica sent on idle tokens
-# Each acquire answers, per bucket, how many sends lie within the newest 1/PARTS, 2/PARTS ... of its window: cut
-# off, a replica counts each send as made at the end of its part, at most window / PARTS later than it was.
-PARTS: Final = 4
 _US: Final = 1_000_000
 _ACQUIRE: Final = files(__package__).joinpath("acquire.lua").read_text()
 _PENALISE: Final = files(__package__).joinpath("penalise.lua").read_text()
@@ -81,11 +76,8 @@ def bucket_keys(token_key: str, buckets: Sequence[str]) -> list[str]:
 
 @dataclass(slots=True)
 class _Sent:
-    """What this replica knows of one (token, bucket) without asking Redis: enough to pace alone, and to give Redis
-    back this replica's sends should it come back without them."""
+    """This replica's own sends on one (token, bucket): to give Redis back should it come back without them."""
 
-    counts: tuple[int, ...] = ()  # bounds within the newest 1/PARTS, 2/PARTS ... of the window at Redis' last answer
-    seen: float = -math.inf  # when that was (time.monotonic())
     own: deque[float] = field(default_factory=deque)  # this replica's bounds of the last two windows, oldest first
     unshared: list[float] = field(default_factory=list)  # those of them Redis does not hold, oldest first
     # Those Redis logged, on Redis' clock (microseconds): each has a bound there at or after it (see acquire.lua).
@@ -107,13 +99,13 @@ class _Sent:
 class RedisLedger:
     """A `Ledger` in Redis, falling back to local pacing while Redis is unreachable.
 
-    While Redis answers, this replica keeps per bucket it touches how many sends (every replica's) each part of the
-    shared log's window held at the last answer, and its own sends of the last two windows. Cut off, it counts those
-    shared sends as made at the end of their part, and each of its own sends `max_replicas` times on top: its share,
-    whatever the others sent before. When Redis answers again, this replica carries into it the sends it made
-    meanwhile, and all its sends of the last two windows if Redis came back without its data (a new marker, see
-    epoch.lua). For REJOIN_TRIES tries more (seconds, while other replicas find Redis back and carry theirs) a send
-    must pass both Redis and the local share; then Redis alone paces again.
+    While Redis answers, this replica keeps per bucket it touches its own sends of the last two windows. Cut off, it
+    counts every window, of every token, as filled to the limit when it lost Redis (the others paced at the full
+    limit until then, unseen here), and each of its own sends `max_replicas` times on top: its share, from a window
+    on. When Redis answers again, this replica carries into it the sends it made meanwhile, and all its sends of the
+    last two windows if Redis came back without its data (a new marker, see epoch.lua). For REJOIN_TRIES tries more
+    (seconds, while other replicas find Redis back and carry theirs) a send must pass both Redis and the local share;
+    then Redis alone paces again.
     """
 
     def __init__(self, redis: Redis, limits: Mapping[str, RateLimit], *, margin: float, max_replicas: int) -> None:
@@ -133,7 +125,7 @@ class RedisLedger:
         self._marker: bytes | None = None  # the marker of Redis' data when last reached; None: never reached
         self._retry_redis_at: float | None = None  # set while Redis is unreachable
         self._rejoined_until: float | None = None  # set while pacing at the share after Redis came back
-        self._sent: dict[str, dict[str, _Sent]] = {}  # token -> bucket -> what this replica knows of it
+        self._sent: dict[str, dict[str, _Sent]] = {}  # token -> bucket -> its own sends there
         self._next_sweep = time.monotonic() + SWEEP_EVERY
         self._carrying = False  # a call is handing Redis those sends
         self._restoring = False  # Redis was found to lack our sends, which are marked unshared already
@@ -147,28 +139,14 @@ class RedisLedger:
 
     async def charge(self, token_key: str, buckets: Sequence[str], *, bulk: bool) -> Receipt | float:
         route = await self._route()
-        if route == "shared":
+        if route != "local":
             try:
-                shared = await self._charge(token_key, buckets, bulk)
+                shared = await self._charge_shared(token_key, buckets, bulk, route)
             except UNREACHABLE as exc:
                 self._lost(exc)
             else:
                 if shared is not None:
                     return shared
-        elif route == "rejoining":
-            # One at a time: the local share is checked before Redis is asked, and counted after it said yes.
-            async with self._rejoining:
-                if wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0):
-                    return _sooner(wait, self._rejoined_until or 0.0)  # ask again when the grace ends
-                try:
-                    shared = await self._charge(token_key, buckets, bulk)
-                except UNREACHABLE as exc:
-                    self._lost(exc)
-                else:
-                    if isinstance(shared, Receipt):
-                        return replace(shared, local=self.local.record(token_key, buckets).local)
-                    if shared is not None:
-                        return shared
         charged = await self.local.charge(token_key, buckets, bulk=bulk)
         if isinstance(charged, Receipt):
             if charged.local is not None:
@@ -192,11 +170,10 @@ class RedisLedger:
         if await self._route() == "shared":
             try:
                 keys, args = bucket_keys(token_key, buckets), self._args(token_key, buckets, bulk, 0, ahead)
-                answer, wait, *counts = await self._acquire(keys=keys, args=args)
+                answer, wait = await self._acquire(keys=keys, args=args)
                 if answer == _FORGOTTEN:
                     self._forgotten()
                 else:
-                    self._heard(token_key, buckets, counts)
                     return wait / _US
             except UNREACHABLE as exc:
                 self._lost(exc)
@@ -234,16 +211,34 @@ class RedisLedger:
         await self._redis.aclose()
         await self.local.aclose()
 
+    async def _charge_shared(self, token_key: str, buckets: Sequence[str], bulk: bool,
+                             route: Route) -> Receipt | float | None:
+        """Charge in Redis, and while rejoining within the local share as well; None as `_charge`."""
+        if route == "shared":
+            return self._also_local(token_key, buckets, await self._charge(token_key, buckets, bulk))
+        # One at a time: the local share is checked before Redis is asked, and counted after it said yes.
+        async with self._rejoining:
+            if wait := await self.local.estimate(token_key, buckets, bulk=bulk, ahead=0):
+                return _sooner(wait, self._rejoined_until or 0.0)  # ask again when the grace ends
+            return self._also_local(token_key, buckets, await self._charge(token_key, buckets, bulk))
+
+    def _also_local(self, token_key: str, buckets: Sequence[str],
+                    charged: Receipt | float | None) -> Receipt | float | None:
+        """A send Redis charged counts at the local share too while that binds: while rejoining, and when another
+        call lost Redis while this one's answer was on its way (the local ledger's fill may predate the send)."""
+        if isinstance(charged, Receipt) and self.degraded:
+            return replace(charged, local=self.local.record(token_key, buckets).local)
+        return charged
+
     async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool) -> Receipt | float | None:
         """Charge in Redis; None if Redis turned out to lack sends of ours (then nothing was charged)."""
         keys = bucket_keys(token_key, buckets)
         # Shielded: once the script has run, its answer must come back, or a cancelled caller stays charged.
         with anyio.CancelScope(shield=True):
-            charged, value, *counts = await self._acquire(keys=keys, args=self._args(token_key, buckets, bulk, 1, 0))
+            charged, value = await self._acquire(keys=keys, args=self._args(token_key, buckets, bulk, 1, 0))
         if charged == _FORGOTTEN:
             self._forgotten()
             return None
-        self._heard(token_key, buckets, counts)
         if not charged:
             return max(value, 1) / _US
         try:
@@ -266,8 +261,7 @@ class RedisLedger:
 
     def _args(self, token_key: str, buckets: Sequence[str], bulk: bool, charge: int,
               ahead: int) -> list[int | float]:
-        args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US),
-                                   PARTS]
+        args: list[int | float] = [charge, ahead, round(self.margin * _US), round(sliding_log.PROBE_LEASE * _US)]
         sent = self._sent.get(token_key, {})
         for bucket in buckets:
             limit = self.limits[bucket]
@@ -299,22 +293,14 @@ class RedisLedger:
             known = sent[bucket] = _Sent()
         return known
 
-    def _heard(self, token_key: str, buckets: Sequence[str], counts: list[int]) -> None:
-        now = time.monotonic()
-        for i, bucket in enumerate(buckets):
-            known = self._known(token_key, bucket)
-            known.counts, known.seen = tuple(counts[i * PARTS:(i + 1) * PARTS]), now
-        if now >= self._next_sweep:
-            self._sweep(now)
-
     def _forgotten(self) -> None:
         """Redis answers but lacks sends of ours from its window (acquire.lua charged nothing): it restarted empty
         between two of our calls. Give it every send of ours of the last two windows at the next call, pacing
         meanwhile and for the grace after on the local share as well, as after an outage: other replicas have yet
         to find out and carry theirs."""
         logger.warning("Redis has lost recent sends (restarted empty?); this replica gives it back its own, and "
-                       "keeps to 1/%d of each limit as well meanwhile", self.max_replicas)
-        self._assume_shared(time.monotonic())
+                       "paces locally as well meanwhile (%s)", self._locally)
+        self.local.fill(time.monotonic())
         self._give_back_all()
         self._retry_redis_at, self._restoring = time.monotonic(), True  # due now: the next call carries them
 
@@ -327,21 +313,21 @@ class RedisLedger:
     def _sent_own(self, token_key: str, buckets: Sequence[str], bound: float, *, shared: bool) -> None:
         for bucket in buckets:
             self._known(token_key, bucket).add(bound, self._keep(bucket), shared=shared)
+        if (now := time.monotonic()) >= self._next_sweep:
+            self._sweep(now)
 
     def _sweep(self, now: float) -> None:
-        """Forget tokens this replica has neither sent nor heard of for two windows, and that Redis holds all of."""
+        """Forget tokens this replica has not sent on for two windows, and that Redis holds all of."""
         self._next_sweep = now + SWEEP_EVERY
         for token_key, sent in list(self._sent.items()):
             for bucket, known in list(sent.items()):
-                last = max(known.seen, known.own[-1] if known.own else -math.inf)
-                if not known.unshared and last + self._keep(bucket) < now:
+                if not known.unshared and (not known.own or known.own[-1] + self._keep(bucket) < now):
                     del sent[bucket]
             if not sent:
                 del self._sent[token_key]
 
     async def _route(self) -> Route:
-        """Where to pace now. Rejoins Redis when due: carries the sends Redis lacks, then keeps the local share
-        as well until every replica has had time to carry its own."""
+        """Where to pace now. Rejoins Redis when due (`_rejoin`)."""
         now = time.monotonic()
         if self._marker is None and self._retry_redis_at is None:
             async with self._reaching:  # the first contact: learn the marker of Redis' data
@@ -350,33 +336,38 @@ class RedisLedger:
                         await self._reach()
                     except UNREACHABLE as exc:
                         self._lost(exc)
-        if self._retry_redis_at is not None:
-            if now < self._retry_redis_at or self._carrying:
-                return "local"
-            self._carrying = True  # one attempt at a time, however long it takes; the others stay local
-            try:
-                if await self._reach() and not self._restoring:
-                    self._give_back_all()  # Redis came back empty: every send of ours is news to it
-                for _ in range(CARRY_ROUNDS):  # the sends other calls made locally meanwhile go in the next
-                    if not await self._carry_unshared():
-                        break
-            except UNREACHABLE as exc:
-                self._lost(exc)
-                return "local"
-            finally:
-                self._carrying = False
-            self._retry_redis_at, self._restoring = None, False
-            grace = REJOIN_TRIES * RETRY_REDIS_AFTER
-            self._rejoined_until = now + grace
-            logger.warning("Redis is reachable again, and this replica's sends it lacked are in it; keeping to "
-                           "1/%d of each limit as well for another %.1fs, until every replica's are",
-                           self.max_replicas, grace)
+        if self._retry_redis_at is not None and (now < self._retry_redis_at or self._carrying
+                                                 or not await self._rejoin(now)):
+            return "local"
         if self._rejoined_until is not None:
             if now < self._rejoined_until:
                 return "rejoining"
             self._rejoined_until = None
             logger.warning("Pacing is shared across replicas through Redis again")
         return "shared"
+
+    async def _rejoin(self, now: float) -> bool:
+        """Carry into Redis the sends it lacks; False if it is still unreachable. Then keep the local share as well
+        until every replica has had time to carry its own."""
+        self._carrying = True  # one attempt at a time, however long it takes; the others stay local
+        try:
+            if await self._reach() and not self._restoring:
+                self._give_back_all()  # Redis came back empty: every send of ours is news to it
+            for _ in range(CARRY_ROUNDS):  # the sends other calls made locally meanwhile go in the next
+                if not await self._carry_unshared():
+                    break
+        except UNREACHABLE as exc:
+            self._lost(exc)
+            return False
+        finally:
+            self._carrying = False
+        self._retry_redis_at, self._restoring = None, False
+        grace = REJOIN_TRIES * RETRY_REDIS_AFTER
+        self._rejoined_until = now + grace
+        logger.warning("Redis is reachable again, and this replica's sends it lacked are in it; keeping to "
+                       "1/%d of each limit as well for another %.1fs, until every replica's are",
+                       self.max_replicas, grace)
+        return True
 
     async def _reach(self) -> bool:
         """Learn the marker of Redis' data; say whether it differs from the one last seen (Redis lost its data)."""
@@ -385,26 +376,25 @@ class RedisLedger:
         self._marker = marker
         return lost
 
+    @property
+    def _locally(self) -> str:
+        return (f"a window's pause, as the other replicas may have used the whole limit meanwhile, then 1/"
+                f"{self.max_replicas} of each limit")
+
     def _lost(self, exc: BaseException) -> None:
         now = time.monotonic()
         if not self.degraded:
             if self._marker is None:
                 logger.warning("Redis is unreachable (%s: %s) at %s, and has not answered since this replica "
-                               "started: check AGENT_AUTOMATION_REDIS_URL. Pacing locally at 1/%d of each limit "
-                               "until it answers", type(exc).__name__, exc, self._where, self.max_replicas)
+                               "started: check AGENT_AUTOMATION_REDIS_URL. Pacing locally until it answers: %s",
+                               type(exc).__name__, exc, self._where, self._locally)
             else:
-                logger.warning("Redis is unreachable (%s: %s); pacing locally at 1/%d of each limit until it is "
-                               "back", type(exc).__name__, exc, self.max_replicas)
-            self._assume_shared(now)
+                logger.warning("Redis is unreachable (%s: %s); pacing locally until it is back: %s",
+                               type(exc).__name__, exc, self._locally)
+        if self._retry_redis_at is None:  # it paced through Redis until now: the others may have filled any window
+            self.local.fill(now)
         self._rejoined_until = None
         self._retry_redis_at = now + RETRY_REDIS_AFTER
-
-    def _assume_shared(self, now: float) -> None:
-        """Start the local ledger from the shared sends last heard of (see BucketLog.assume_shared)."""
-        for token_key, sent in self._sent.items():
-            for bucket, known in sent.items():
-                if known.counts:  # else never heard of: the local log already holds all this replica knows
-                    self.local.bucket_logs(token_key, [bucket])[0].assume_shared(known.counts, known.seen, now)
 
     async def _carry_unshared(self) -> int:
         """Hand Redis the sends it lacks, one script per token (a token's keys share one Cluster slot); say how

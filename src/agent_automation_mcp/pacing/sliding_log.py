@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -89,7 +89,7 @@ class BucketLog:
     """One (token, bucket): the stamp bounds of its recent sends and what the last 429s taught us.
 
     Each send of this process counts `weight` times: a replica cut off from the others paces at 1/weight of the
-    limit, on top of the sends of every replica it last heard of (`assume_shared`).
+    limit, once the window it lost them in has passed (`fill`).
     """
 
     limit: RateLimit
@@ -159,20 +159,17 @@ class BucketLog:
             self.probe, self.probe_until = None, -math.inf
             self.probing = outcome != "admitted"
 
-    def assume_shared(self, counts: Sequence[int], seen: float, now: float) -> None:
-        """The shared log is lost at `now`. When last heard of, at `seen`, it held counts[j] sends of every replica
-        within the newest (j+1)/len(counts) of the window. Count each as sent at the end of its part (the newest
-        part ends at seen + margin: sends still unanswered), or now if that has left the window since: the room
-        freed meanwhile may have gone to other replicas, unseen here."""
-        window, parts = self.limit.window, len(counts)
-        bounds: list[float] = []
-        for part, (count, newer) in enumerate(zip(counts, (0, *counts), strict=False)):
-            end = seen + self.margin if part == 0 else seen - window * part / parts
-            bounds += [end if end + window > now else now + self.margin] * (count - newer)
+    def fill(self, at: float) -> None:
+        """The replicas sharing this log are lost from sight at `at`: count the limit's worth of sends as made then.
+
+        Up to then they paced on the shared log at the full limit, and this replica cannot know what they sent since
+        it last heard from it (nor on tokens it never sent on): the room it saw free may all have gone, each send
+        stamped by `at` plus the margin. Only a window after that can sends at this log's share go; counting less
+        let as many through as the room the others had taken meanwhile (a 429 each).
+        """
         self.sends.clear()
-        self.sends.extend(sorted(bounds))
-        if bounds:  # the newest of them left no later than its bound less the margin
-            self.last_sent = max(self.last_sent, min(now, max(bounds) - self.margin))
+        self.sends.extend([at + self.margin] * self.limit.count)
+        self.last_sent = max(self.last_sent, at)
 
     def _spaced_from(self) -> float:
         """When the last send was due: its slot, if it has one, else when it left."""
