@@ -367,6 +367,33 @@ async def test_after_redis_returns_a_replica_is_back_on_the_shared_limit_within_
     await replica.aclose()
 
 
+async def test_a_redis_back_with_its_data_within_a_window_paces_alone_again_at_once(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Cut off for less than a window, no replica can have sent without Redis (each waits out the window in which it
+    lost it), so a Redis that kept its data holds every send: no grace at the local share, which a Redis back empty
+    needs while the replicas carry their sends back (8 s with the defaults)."""
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.1)
+    caplog.set_level(logging.WARNING, logger="agent_automation_mcp.pacing")
+    replica, key = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(20, 30)}, margin=MARGIN,
+                               max_replicas=4), token()
+    process = own_redis_server.process
+    assert process is not None
+    try:
+        for _ in range(4):
+            assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
+        process.send_signal(signal.SIGSTOP)  # stalled past the client's timeout, then back as it was
+        try:
+            assert not isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
+        finally:
+            process.send_signal(signal.SIGCONT)
+        await anyio.sleep(0.15)  # Redis is due again
+        charged = await replica.charge(key, ["standard"], bulk=False)
+        assert isinstance(charged, Receipt) and charged.shared is not None and charged.local is None
+        assert not replica.degraded and "through Redis again" in caplog.records[-1].getMessage()
+    finally:
+        await replica.aclose()
+
+
 async def test_a_redis_that_never_answered_is_told_apart_from_one_that_went_away(
         caplog: pytest.LogCaptureFixture, redis_binary: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.05)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import random
 import time
 import uuid
@@ -103,9 +104,10 @@ class RedisLedger:
     counts every window, of every token, as filled to the limit when it lost Redis (the others paced at the full
     limit until then, unseen here), and each of its own sends `max_replicas` times on top: its share, from a window
     on. When Redis answers again, this replica carries into it the sends it made meanwhile, and all its sends of the
-    last two windows if Redis came back without its data (a new marker, see epoch.lua). For REJOIN_TRIES tries more
-    (seconds, while other replicas find Redis back and carry theirs) a send must pass both Redis and the local share;
-    then Redis alone paces again.
+    last two windows if Redis came back without its data (a new marker, see epoch.lua). If Redis kept its data and
+    came back before any replica could send without it (`_silent_until`), Redis alone paces again at once; else for
+    REJOIN_TRIES tries more (seconds, while other replicas find Redis back and carry theirs) a send must pass both
+    Redis and the local share first.
     """
 
     def __init__(self, redis: Redis, limits: Mapping[str, RateLimit], *, margin: float, max_replicas: int) -> None:
@@ -125,6 +127,8 @@ class RedisLedger:
         self._marker: bytes | None = None  # the marker of Redis' data when last reached; None: never reached
         self._retry_redis_at: float | None = None  # set while Redis is unreachable
         self._rejoined_until: float | None = None  # set while pacing at the share after Redis came back
+        self._answered_at = -math.inf  # when a call Redis answered was made (time.monotonic()): Redis ran it after
+        self._shortest_window = min(limit.window for limit in self.limits.values())
         self._sent: dict[str, dict[str, _Sent]] = {}  # token -> bucket -> its own sends there
         self._next_sweep = time.monotonic() + SWEEP_EVERY
         self._carrying = False  # a call is handing Redis those sends
@@ -170,7 +174,9 @@ class RedisLedger:
         if await self._route() == "shared":
             try:
                 keys, args = bucket_keys(token_key, buckets), self._args(token_key, buckets, bulk, 0, ahead)
+                asked = time.monotonic()
                 answer, wait = await self._acquire(keys=keys, args=args)
+                self._answered(asked)
                 if answer == _FORGOTTEN:
                     self._forgotten()
                 else:
@@ -201,7 +207,9 @@ class RedisLedger:
         due, so a replica without calls (readiness probes only) carries its sends back too."""
         if await self._route() != "local":
             try:
+                asked = time.monotonic()
                 await self._redis.ping()
+                self._answered(asked)
                 return "reachable"
             except UNREACHABLE as exc:
                 self._lost(exc)
@@ -233,9 +241,11 @@ class RedisLedger:
     async def _charge(self, token_key: str, buckets: Sequence[str], bulk: bool) -> Receipt | float | None:
         """Charge in Redis; None if Redis turned out to lack sends of ours (then nothing was charged)."""
         keys = bucket_keys(token_key, buckets)
+        asked = time.monotonic()
         # Shielded: once the script has run, its answer must come back, or a cancelled caller stays charged.
         with anyio.CancelScope(shield=True):
             charged, value = await self._acquire(keys=keys, args=self._args(token_key, buckets, bulk, 1, 0))
+        self._answered(asked)
         if charged == _FORGOTTEN:
             self._forgotten()
             return None
@@ -293,6 +303,13 @@ class RedisLedger:
             known = sent[bucket] = _Sent()
         return known
 
+    def _answered(self, asked: float) -> None:
+        """Redis answered a call made at `asked`: it was there, and so were the others' sends, until it ran it. Not
+        counted once this replica has lost Redis meanwhile: the call may have waited out a stall, asked while the
+        others were losing Redis, and run when it was over."""
+        if self._retry_redis_at is None:
+            self._answered_at = max(self._answered_at, asked)
+
     def _forgotten(self) -> None:
         """Redis answers but lacks sends of ours from its window (acquire.lua charged nothing): it restarted empty
         between two of our calls. Give it every send of ours of the last two windows at the next call, pacing
@@ -348,10 +365,12 @@ class RedisLedger:
 
     async def _rejoin(self, now: float) -> bool:
         """Carry into Redis the sends it lacks; False if it is still unreachable. Then keep the local share as well
-        until every replica has had time to carry its own."""
+        until every replica has had time to carry its own, unless Redis kept its data and came back before any
+        replica could send without it (`_silent_until`): then it holds every send already."""
         self._carrying = True  # one attempt at a time, however long it takes; the others stay local
         try:
-            if await self._reach() and not self._restoring:
+            lost = await self._reach() or self._restoring
+            if lost and not self._restoring:
                 self._give_back_all()  # Redis came back empty: every send of ours is news to it
             for _ in range(CARRY_ROUNDS):  # the sends other calls made locally meanwhile go in the next
                 if not await self._carry_unshared():
@@ -362,12 +381,23 @@ class RedisLedger:
         finally:
             self._carrying = False
         self._retry_redis_at, self._restoring = None, False
+        if not lost and time.monotonic() < self._silent_until():
+            logger.warning("Redis is reachable again with its data, before any replica could send without it: "
+                           "pacing is shared across replicas through Redis again")
+            return True
         grace = REJOIN_TRIES * RETRY_REDIS_AFTER
         self._rejoined_until = now + grace
         logger.warning("Redis is reachable again, and this replica's sends it lacked are in it; keeping to "
                        "1/%d of each limit as well for another %.1fs, until every replica's are",
                        self.max_replicas, grace)
         return True
+
+    def _silent_until(self) -> float:
+        """Until when no replica can have sent a request that Redis lacks. Each lost Redis after this one's last
+        answered call was made; cut off, it sends nothing for the shortest window and the margin (the local ledger's
+        fill), and once Redis is back its next call (or readiness probe) tries Redis within RETRY_REDIS_AFTER,
+        carrying whatever it sent."""
+        return self._answered_at + self._shortest_window + self.margin - RETRY_REDIS_AFTER
 
     async def _reach(self) -> bool:
         """Learn the marker of Redis' data; say whether it differs from the one last seen (Redis lost its data)."""
