@@ -435,6 +435,33 @@ async def test_a_redis_restarted_empty_between_two_calls_gets_the_window_back(
     await replica.aclose()
 
 
+async def test_a_redis_restarted_empty_during_the_grace_is_found_out_at_the_next_call(
+        own_redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """While a replica keeps its share as well after Redis came back, Redis restarts empty again, unseen. Its next
+    call finds its sends missing, as outside the grace: it used to charge the empty Redis, and once the grace ended
+    pace on a log that lacked every replica's sends from before."""
+    monkeypatch.setattr(redis_ledger, "RETRY_REDIS_AFTER", 0.1)
+    monkeypatch.setattr(redis_ledger, "REJOIN_TRIES", 30)  # a grace of 3 s: room for a restart within it
+    window = 1.0
+    replica, key = RedisLedger(redis_client(own_redis_server.url), {"standard": RateLimit(6, window)}, margin=MARGIN,
+                               max_replicas=2), token()
+    try:
+        for _ in range(2):
+            assert isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
+        own_redis_server.stop()
+        assert not isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
+        own_redis_server.start()  # empty
+        await anyio.sleep(window + MARGIN)  # the window it lost Redis in, and the retry time, have passed
+        rejoined = await replica.charge(key, ["standard"], bulk=False)  # carries its 2 back, then sends
+        assert isinstance(rejoined, Receipt) and rejoined.shared is not None and replica.degraded
+        own_redis_server.stop()
+        own_redis_server.start()  # empty again, and no call saw it go
+        assert not isinstance(await replica.charge(key, ["standard"], bulk=False), Receipt)
+        assert "Redis has lost recent sends" in caplog.text
+    finally:
+        await replica.aclose()
+
+
 async def test_a_late_answer_from_a_redis_that_kept_its_data_is_not_taken_for_a_restart(
         own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     """A call asked while a send of ours was in the window, run by Redis after it left (held up in a paused Redis

@@ -284,8 +284,9 @@ class RedisLedger:
     def _held(self, bucket: str, known: _Sent | None) -> tuple[int, int]:
         """Since when, on Redis' clock, and how many of our sends Redis must hold: those of the window up to our
         newest it logged. As Redis' own times, not ours, so a call that reaches it late cannot count sends that left
-        the window meanwhile (see acquire.lua). None to check while pacing at the local share."""
-        if known is None or not known.held or self.degraded:
+        the window meanwhile (see acquire.lua). Checked while rejoining too: a Redis restarted empty during the grace
+        was taken for one that holds every replica's sends once the grace ended."""
+        if known is None or not known.held:
             return 0, 0
         first = bisect.bisect_left(known.held, known.held[-1] - round(self.limits[bucket].window * _US))
         return known.held[first], len(known.held) - first
