@@ -3,6 +3,8 @@ of the time a process got to run, not of the clock's (Linux' schedstat; nothing 
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -22,3 +24,17 @@ def waiting_for_cpu(pid: int | str = "self") -> dict[str, int]:
 def waited_since(before: dict[str, int], after: dict[str, int]) -> list[float]:
     """Per thread, the seconds it waited for a CPU between the two readings (a thread born since: all of its)."""
     return [max(0, then - before.get(thread, 0)) / 1e9 for thread, then in after.items()]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An instant of a test, and how long each thread of this process had waited for a CPU by then."""
+
+    at: float = field(default_factory=time.time)
+    waited: dict[str, int] = field(default_factory=waiting_for_cpu)
+
+    def ran_until(self, stop: Mark) -> float:
+        """Seconds from here to `stop` less the time the threads waited for a CPU, summed: work that needs several
+        threads by turns (an event loop and a server's thread) is held up by a wait of either. Without schedstat,
+        the whole time: the full throughput of every second is asked."""
+        return stop.at - self.at - sum(waited_since(self.waited, stop.waited))
