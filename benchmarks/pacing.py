@@ -12,9 +12,9 @@ then a 10,000-entry trace is read page by page and in parallel. Loopback only, b
     .venv/bin/python benchmarks/pacing.py --outage [--duration 60] [--outage-seconds 30,5] [--outage-data empty,kept]
                                          [--write docs/benchmarks.md]
 
-runs only the Redis outage instead: 3 replicas under the same load, the redis-server killed a quarter of the way
-in and started again (empty) `--outage-seconds` later, or paused that long (`kept`: it comes back with its data),
-once per value given.
+runs only the Redis outage instead: 3 replicas under the same load, the redis-server killed (SIGKILL) a quarter of
+the way in and started again (empty) `--outage-seconds` later, or paused that long (`kept`: it comes back with its
+data), once per value given.
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def run_load(server: Server, replicas: int, redis: RedisServer | None, duration:
                     control.execute_command("CLIENT", "PAUSE", round(outage.seconds * 1000), "ALL")
                 time.sleep(outage.seconds)
             else:
-                redis.stop()
+                redis.kill()  # as an operator's kill -9, or the out-of-memory killer
                 time.sleep(outage.seconds)
                 redis.start()
         outcomes = [ReplicaResult(**results.get(timeout=duration + CALL_BUDGET + 30)) for _ in processes]
@@ -338,9 +338,9 @@ def render_outage(rows: list[OutageRow], duration: float, command: str, loads: t
         "on one "
         f"token, a 20 s budget per call, windows scaled down tenfold: standard {LIMITS[STANDARD]}) for "
         f"{duration:g} s through replica processes sharing a redis-server, with `AGENT_AUTOMATION_MAX_REPLICAS` "
-        f"equal to their number. {duration / 4:g} s in, the redis-server is killed and started again, empty, on "
-        "the same port, after the outage given in the first column; or paused that long (`CLIENT PAUSE`: every "
-        "replica times out on it), and then answers with its data.", "",
+        f"equal to their number. {duration / 4:g} s in, the redis-server is killed (SIGKILL) and started again, "
+        "empty, on the same port, after the outage given in the first column; or paused that long (`CLIENT PAUSE`: "
+        "every replica times out on it), and then answers with its data.", "",
         "- **429**: answers the sandbox refused, before the outage / during it / after Redis is back.",
         "- **admitted during the outage**: requests the sandbox admitted while Redis was down, over the most an "
         "exact sliding log admits to the standard bucket in that span, N·⌈span/W⌉.",
@@ -358,15 +358,14 @@ def render_outage(rows: list[OutageRow], duration: float, command: str, loads: t
                      f"{r.requests} | {before} / {during} / {after} | {r.admitted_during:.3f} | {r.failed} | {back} | "
                      f"{r.wait_p50:.2f} s / {r.wait_p99:.2f} s |")
     lines += [
-        "", "- While Redis is down, each replica sends at 1/R of every limit on top of the shared sends it last "
-        "heard of (each acquire's answer says how many each quarter of the window holds; each counts as sent at "
-        "the end of its quarter, or now if it has left the window since), so with the load spread evenly they "
-        "use the whole limit together, and no more.",
+        "", "- While Redis is down, each replica counts every window as full when it lost Redis (the others may "
+        "have used the limit just before, unseen), so it sends nothing for a window and the margin, then 1/R of "
+        "every limit: with the load spread evenly they use the whole limit together, and no more.",
         "- When Redis is back, each replica carries into it what it sent meanwhile, and, if Redis came back empty "
-        "(a new marker key), all it sent in the last two windows; then, for "
-        f"{redis_ledger.REJOIN_TRIES} × {redis_ledger.RETRY_REDIS_AFTER:g} s (the time every replica takes to find "
-        "Redis back, at a call or a readiness probe, and carry its own), it keeps to its share as well as to "
-        "Redis.", "",
+        "(a new marker key), all it sent in the last two windows; then, unless Redis kept its data and came back "
+        f"within the window, for {redis_ledger.REJOIN_TRIES} × {redis_ledger.RETRY_REDIS_AFTER:g} s (the time "
+        "every replica takes to find Redis back, at a call or a readiness probe, and carry its own), it keeps to "
+        "its share as well as to Redis.", "",
     ]
     return "\n".join(lines)
 
