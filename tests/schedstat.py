@@ -21,6 +21,11 @@ def waiting_for_cpu(pid: int | str = "self") -> dict[str, int]:
     return waits
 
 
+def waiting_for_cpu_in(*pids: int | str) -> dict[str, int]:
+    """`waiting_for_cpu` of several processes together, per process and thread."""
+    return {f"{pid}/{thread}": waited for pid in pids for thread, waited in waiting_for_cpu(pid).items()}
+
+
 def waited_since(before: dict[str, int], after: dict[str, int]) -> list[float]:
     """Per thread, the seconds it waited for a CPU between the two readings (a thread born since: all of its)."""
     return [max(0, then - before.get(thread, 0)) / 1e9 for thread, then in after.items()]

@@ -185,7 +185,9 @@ async def test_a_create_that_timed_out_was_sent_exactly_once(faults_off: Sandbox
         with pytest.raises(e.ApiTimeoutError):
             await client.get_agent_run(1)
         set_faults(sandbox)
-        await anyio.sleep(1.2)  # let the slow handlers finish so the log has them
+        with anyio.move_on_after(20):  # the slow handlers finish (1 s each, or longer on a busy machine) and are logged
+            while len(_calls(sandbox, "get_agent_run", mark)) < 3:
+                await anyio.sleep(0.05)
     assert len(_calls(sandbox, "create_agent_run", mark)) == 1
     assert len(_calls(sandbox, "get_agent_run", mark)) == 3
 

@@ -298,12 +298,17 @@ async def test_sigterm_lets_the_call_in_flight_finish_and_refuses_new_work(sandb
             results.append(await client.call_tool("get_agent_run", {"agent_run_id": run.structured_content["id"],
                                                                     "wait_seconds": 10}))
 
+        mark = len(sandbox.request_log)
         async with anyio.create_task_group() as group:
             group.start_soon(waiting_call)
-            await anyio.sleep(0.5)  # the call is in flight
+            with anyio.fail_after(20):  # the call is in flight: its first status read reached the service
+                while not any(r.operation == "get_agent_run" for r in sandbox.request_log[mark:]):
+                    await anyio.sleep(0.05)
             server.process.send_signal(signal.SIGTERM)
-            await anyio.sleep(0.3)
-            ready = await anyio.to_thread.run_sync(lambda: httpx2.get(f"{server.origin}/readyz", timeout=5))
+            with anyio.move_on_after(20):  # the server has taken the signal (a busy machine may take a while)
+                while (ready := await anyio.to_thread.run_sync(
+                        lambda: httpx2.get(f"{server.origin}/readyz", timeout=5))).status_code == 200:
+                    await anyio.sleep(0.05)
             refused = await anyio.to_thread.run_sync(lambda: post(server.url, authorization=f"Bearer {ALICE}"))
     code = server.process.wait(timeout=30)
     server.stop()

@@ -30,6 +30,7 @@ from agent_automation_mcp.sandbox.config import DEMO_TOKEN
 from agent_automation_mcp.tasks.notify import MAX_TENANT_STREAMS
 from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
 from catalogue import REPO_ID
+from schedstat import waited_since, waiting_for_cpu_in
 from task_requester import (
     TASKS,
     CancelTask,
@@ -48,6 +49,7 @@ LISTENERS = tuple(f"listening-tenant-{i}" for i in range(3))
 TS_CLIENT = Path(__file__).parent / "ts_client"
 MAX_POLLS = 60
 ATTEMPTS = 3  # tasks tried until one's run is still working when the listen stream first reads it
+MOST_ATTEMPTS = 10  # and those a busy machine held up (see Listened.starved) do not count, up to this many in all
 RUN_SECONDS = 1.5  # from create or resume to the end of a sandbox run
 
 
@@ -271,14 +273,24 @@ class Listened:
     state: Any  # replica 1's last answer
     ended: Any  # the listen request's answer
     before: list[float]  # replicas 0 and 1's upstream reads once the task was started
+    # Seconds this process (the client, the sandbox's thread) and the two replicas waited for a CPU between the start
+    # of the run and the stream's first notice, summed over their threads: the time the run's RUN_SECONDS went to.
+    kept_waiting: float
+
+    @property
+    def starved(self) -> bool:
+        """Whether the machine, not the stream, let the run end before the stream's first read."""
+        return self.listener.notices[0].status != "working" and self.kept_waiting > RUN_SECONDS / 2
 
 
 async def listen_while_another_replica_polls(fleet: Fleet, sandbox: SandboxServer) -> Listened:
     poller, listener = TaskPoller(follow=False), TaskPoller(follow=False)
     # Both sessions are open before the run starts: its RUN_SECONDS go to the listen stream's first read.
+    processes = ("self", fleet.replica(0).process.pid, fleet.replica(1).process.pid)
     async with http_client(fleet.replica(0).url, sandbox, extensions=[listener]) as listening, \
             http_client(fleet.replica(1).url, sandbox, extensions=[TaskPoller()]) as polling:
         async with http_client(fleet.url, sandbox, extensions=[poller]) as client:
+            waits = waiting_for_cpu_in(*processes)
             task_id = await started(client, poller)
         before = [upstream_reads(fleet.replica(index)) for index in (0, 1)]
         ended: list[Any] = []
@@ -292,9 +304,12 @@ async def listen_while_another_replica_polls(fleet: Fleet, sandbox: SandboxServe
             with anyio.fail_after(60):
                 while not listener.notices:  # the stream's first read: polling starts once it has heard
                     await anyio.sleep(0.05)
+            kept_waiting = sum(waited_since(waits, waiting_for_cpu_in(*processes)))
             state = await finished(polling, task_id)  # replica 1 reads the end; replica 0's stream hears it
-        await anyio.sleep(0.2)  # notifications may trail the stream's end
-    return Listened(task_id, listener, state, ended[0] if ended else None, before)
+        with anyio.move_on_after(10):  # notifications may trail the stream's end (on a busy machine, a while)
+            while listener.notices[-1].status == "working":
+                await anyio.sleep(0.05)
+    return Listened(task_id, listener, state, ended[0] if ended else None, before, kept_waiting)
 
 
 @pytest.mark.anyio
@@ -302,11 +317,19 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
                                                                           sandbox: SandboxServer) -> None:
     """The run ends RUN_SECONDS after it starts, on the sandbox's clock, however slow the machine. Should the listen
     stream hear of the task only after that (its first notice "completed"), no other replica read the end while it
-    listened, which is what is tested here: a new task is started, up to ATTEMPTS times."""
-    for _ in range(ATTEMPTS):
+    listened, which is what is tested here: a new task is started, up to ATTEMPTS times that the machine did not
+    starve (MOST_ATTEMPTS in all)."""
+    missed = 0
+    for _ in range(MOST_ATTEMPTS):
         listened = await listen_while_another_replica_polls(fleet, sandbox)
         if listened.listener.notices[0].status == "working":
             break
+        missed += not listened.starved
+        if missed == ATTEMPTS:
+            break
+    else:  # every run ended before the stream's first read, most held up by the machine: nothing to tell
+        pytest.skip(f"{MOST_ATTEMPTS - missed} of {MOST_ATTEMPTS} runs ended before the stream's first read on a "
+                    "machine too busy to tell")
     task_id, listener, state = listened.task_id, listened.listener, listened.state
     async with http_client(fleet.replica(2).url, sandbox) as undeclared:
         with pytest.raises(MCPError) as missing:
@@ -317,7 +340,8 @@ async def test_a_listener_hears_the_end_on_another_replica_than_the_poller(fleet
     heard = [(notice.task_id, notice.status) for notice in listener.notices]
     # Replica 1's polls read the end (the listening stream reads only after 1.5 intervals with no read by anyone):
     # replica 0 made at most the stream's first read, which found the run working.
-    assert heard[0][1] == "working", f"each of {ATTEMPTS} runs had ended before its listen stream's first read"
+    assert heard[0][1] == "working", (f"{missed} runs had ended before their listen stream's first read, with the "
+                                      f"machine's CPU to spare (last: {listened.kept_waiting:.2f} s waited for one)")
     assert poller_reads >= 1 and listener_reads <= 1
     assert heard == [(task_id, "working"), (task_id, "completed")], heard
     assert state.status == "completed" and listened.ended and listened.ended.meta

@@ -65,9 +65,12 @@ async def test_a_wait_cut_short_by_failures_returns_the_last_status_seen() -> No
 
         async with anyio.create_task_group() as group, httpx2.AsyncClient(base_url=sandbox.url) as control:
             group.start_soon(wait)
-            await anyio.sleep(0.5)  # the first poll has answered; every later one fails
-            await control.put("/_sandbox/faults", json={"error_rate": 1.0,  # both ways a run's status is read
-                                                        "operations": ["get_agent_run", "list_agent_runs"]})
+            # The first poll has answered (however long a busy machine took); every later one fails.
+            reads = ("get_agent_run", "list_agent_runs")  # both ways a run's status is read
+            with anyio.fail_after(20):
+                while not [r for r in (await control.get("/_sandbox/requests")).json() if r["operation"] in reads]:
+                    await anyio.sleep(0.05)
+            await control.put("/_sandbox/faults", json={"error_rate": 1.0, "operations": list(reads)})
     (result,) = results
     assert not result.is_error and result.structured_content["status"] == run["status"]
     assert "server_error" in result.structured_content["note"] and "last status seen" in result.content[0].text
