@@ -302,7 +302,7 @@ async def test_sigterm_lets_the_call_in_flight_finish_and_refuses_new_work(sandb
         async with anyio.create_task_group() as group:
             group.start_soon(waiting_call)
             with anyio.fail_after(20):  # the call is in flight: its first status read reached the service
-                while not any(r.operation == "get_agent_run" for r in sandbox.request_log[mark:]):
+                while not any(r.operation in ("get_agent_run", "list_agent_runs") for r in sandbox.request_log[mark:]):
                     await anyio.sleep(0.05)
             server.process.send_signal(signal.SIGTERM)
             with anyio.move_on_after(20):  # the server has taken the signal (a busy machine may take a while)
