@@ -190,9 +190,24 @@ class RunReads:
         state when its status changes, until every task has ended, the client goes, `STREAM_SECONDS` pass or the
         replica drains. `tasks` maps a task id to its (organisation, run); `view(task, reading)` is the task as a
         reading shows it, `refresh(task)` reads it."""
-        subscription_id = ctx.request_id
-        if subscription_id is None:
+        if ctx.request_id is None:
             raise MCPError(INVALID_REQUEST, "subscriptions/listen requires a request id")
+        held = self._admitted(tenant)
+        listener = _Listener(ctx, ctx.request_id, tasks)
+        lasting = self._opened(tenant, held)
+        unsubscribe = self.subscribe(listener.deliver)
+        try:
+            await listener.acknowledge()
+            with lasting:
+                await listener.follow(view, refresh)
+        finally:
+            unsubscribe()
+            self._closed(tenant, lasting)
+            listener.close()
+        return {"resultType": "complete", "_meta": listener.meta}
+
+    def _admitted(self, tenant: str) -> int:
+        """The streams `tenant` holds here, when one more fits the replica and the tenant's share; else refused."""
         if len(self._streams) >= MAX_STREAMS:
             raise self._refuse("replica", MCPError(
                 INTERNAL_ERROR, "Subscription limit reached on this replica: listen again in a moment"))
@@ -201,23 +216,10 @@ class RunReads:
             raise self._refuse("tenant", MCPError(
                 INVALID_REQUEST, f"You already listen on {held} streams on this replica (the most one user may, "
                 "whichever of their tokens): listen on several tasks in one stream, or end one first"))
-        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
-        last: dict[str, dict[str, Any]] = {}  # what the client was last told of each task
-        send, receive = anyio.create_memory_object_stream[RunRead](EVENTS_BUFFERED)
-        runs = set(tasks.values())
+        return held
 
-        def deliver(event: RunRead) -> None:
-            if (event.org_id, event.run_id) in runs:
-                with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):  # a level trigger: the next
-                    send.send_nowait(event)  # read says the same or newer
-
-        async def tell(task_id: str, state: dict[str, Any]) -> None:
-            told = last.get(task_id)
-            last[task_id] = state
-            if told is None or told["status"] != state["status"]:
-                await ctx.session.send_notification(TaskStatusNotification(params={**state, "_meta": meta}),
-                                                    related_request_id=subscription_id)
-
+    def _opened(self, tenant: str, held: int) -> anyio.CancelScope:
+        """A stream counted as open, with the scope that ends it (its time up, or the replica draining)."""
         lasting = anyio.CancelScope(deadline=anyio.current_time() + STREAM_SECONDS)
         if self._ending:
             lasting.cancel()
@@ -230,34 +232,68 @@ class RunReads:
         if len(self._streams) == MAX_STREAMS:
             logger.warning("all %d listen streams of this replica are taken: more are refused until one ends",
                            MAX_STREAMS)
-        unsubscribe = self.subscribe(deliver)
-        try:
-            honoured = SubscriptionFilter.model_validate({"taskIds": list(tasks)})
-            await ctx.session.send_notification(SubscriptionsAcknowledgedNotification(
-                params=SubscriptionsAcknowledgedNotificationParams(notifications=honoured, _meta=meta)),
-                related_request_id=subscription_id)
-            with lasting:
-                for task_id in tasks:  # where each stands now (a read shared with every poller)
-                    await tell(task_id, await refresh(task_id))
-                while any(state["status"] == "working" for state in last.values()):
-                    quiet = SELF_READ_AFTER * min(_poll_seconds(state) for state in last.values())
-                    with anyio.move_on_after(quiet) as waited:
-                        event = await receive.receive()
-                        for task_id, run in tasks.items():
-                            if run == (event.org_id, event.run_id):
-                                await tell(task_id, await view(task_id, event.reading))
-                    if waited.cancelled_caught:  # nobody read them meanwhile: read them here
-                        for task_id in tasks:
-                            await tell(task_id, await refresh(task_id))
-        finally:
-            unsubscribe()
-            self._streams.discard(lasting)
-            if (left := self._tenant_streams.pop(tenant) - 1) > 0:
-                self._tenant_streams[tenant] = left
-            self._held()
-            send.close()
-            receive.close()
-        return {"resultType": "complete", "_meta": meta}
+        return lasting
+
+    def _closed(self, tenant: str, lasting: anyio.CancelScope) -> None:
+        self._streams.discard(lasting)
+        if (left := self._tenant_streams.pop(tenant) - 1) > 0:
+            self._tenant_streams[tenant] = left
+        self._held()
+
+
+class _Listener:
+    """One stream's side of the bus: the reads of its runs, buffered (a level trigger: a read dropped when the buffer
+    is full is followed by one that says the same or newer), and what the client was last told of each task."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any], subscription_id: Any,
+                 tasks: dict[str, tuple[int, int]]) -> None:
+        self._session = ctx.session
+        self._subscription_id = subscription_id
+        self._tasks = tasks
+        self._runs = set(tasks.values())
+        self.meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
+        self._last: dict[str, dict[str, Any]] = {}
+        self._send, self._receive = anyio.create_memory_object_stream[RunRead](EVENTS_BUFFERED)
+
+    def deliver(self, event: RunRead) -> None:
+        if (event.org_id, event.run_id) in self._runs:
+            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                self._send.send_nowait(event)
+
+    async def acknowledge(self) -> None:
+        honoured = SubscriptionFilter.model_validate({"taskIds": list(self._tasks)})
+        await self._session.send_notification(SubscriptionsAcknowledgedNotification(
+            params=SubscriptionsAcknowledgedNotificationParams(notifications=honoured, _meta=self.meta)),
+            related_request_id=self._subscription_id)
+
+    async def follow(self, view: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
+                     refresh: Callable[[str], Awaitable[dict[str, Any]]]) -> None:
+        """Where each task stands now (a read shared with every poller), then each read of its run, while any task
+        is working; when nobody reads them for a while, read here."""
+        for task_id in self._tasks:
+            await self._tell(task_id, await refresh(task_id))
+        while any(state["status"] == "working" for state in self._last.values()):
+            quiet = SELF_READ_AFTER * min(_poll_seconds(state) for state in self._last.values())
+            with anyio.move_on_after(quiet) as waited:
+                event = await self._receive.receive()
+                for task_id, run in self._tasks.items():
+                    if run == (event.org_id, event.run_id):
+                        await self._tell(task_id, await view(task_id, event.reading))
+            if waited.cancelled_caught:
+                for task_id in self._tasks:
+                    await self._tell(task_id, await refresh(task_id))
+
+    async def _tell(self, task_id: str, state: dict[str, Any]) -> None:
+        """The task's state, sent when its status differs from what the client was last told."""
+        told = self._last.get(task_id)
+        self._last[task_id] = state
+        if told is None or told["status"] != state["status"]:
+            await self._session.send_notification(TaskStatusNotification(params={**state, "_meta": self.meta}),
+                                                  related_request_id=self._subscription_id)
+
+    def close(self) -> None:
+        self._send.close()
+        self._receive.close()
 
 
 def _poll_seconds(state: dict[str, Any]) -> float:
