@@ -12,7 +12,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from ..api.client import AgentAutomationClient, trace_continues
 from ..api.errors import ApiError, InvalidRequestError
-from ..api.models import LogEntry
+from ..api.models import LogEntry, LogPage
 from ..api.params import Id
 from .callers import CALL_SECONDS, client_for, state_of
 from .declarations import Toolset
@@ -141,51 +141,82 @@ async def get_agent_run_logs(
     if digest:
         return await _digest(ctx, client.as_bulk(), agent_run_id, skip, limit)
     all_pages = all_pages or bool(message_types)  # a filter over one page would miss what the next pages hold
-    if all_pages:
-        client = client.as_bulk()
     taken = _Collected(state_of(ctx).settings.max_field_chars, {kind.upper() for kind in message_types or ()})
-    started = time.monotonic()
-    position: int | None = skip
-    note = page = stopped = None
-    while position is not None:
+    read = await _read_pages(ctx, client.as_bulk() if all_pages else client, taken,
+                             _Asked(agent_run_id, skip, limit, reverse, all_pages))
+    return _trace_result(read, taken)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a call asked of the trace: where to start, the page size, the order, whether to follow pages."""
+
+    agent_run_id: int
+    skip: int
+    limit: int
+    reverse: bool
+    all_pages: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """Where a call's reading stopped: the last page read, the skip to go on from (None at the end) and why it
+    stopped short (`note`; `stopped`: a failure's own words, which the text says itself)."""
+
+    asked: _Asked
+    page: LogPage
+    next_skip: int | None
+    note: str | None = None
+    stopped: str | None = None
+
+
+async def _read_pages(ctx: Context, client: AgentAutomationClient, taken: _Collected, asked: _Asked) -> _Read:
+    """Pages from `asked.skip` into `taken`: one page, or with `all_pages` on until the trace ends, the budget is
+    spent or `PAGING_SECONDS` pass. A failure after the first page ends the reading with what it has."""
+    started, position = time.monotonic(), asked.skip
+    page: LogPage | None = None
+    while True:
         try:
-            page = await client.get_agent_run_logs(agent_run_id, skip=position, limit=limit, reverse=reverse)
+            page = await client.get_agent_run_logs(asked.agent_run_id, skip=position, limit=asked.limit,
+                                                   reverse=asked.reverse)
         except ApiError as exc:
             if page is None:
                 raise
             note, stopped = stopped_early(exc, "continue from next_skip")
-            break
+            return _Read(asked, page, position, note, stopped)
         consumed = taken.take(page.logs, position)
         if consumed < len(page.logs):  # the budget ran out inside this page
-            position += consumed
-            note = taken.full_note()
-            break
+            return _Read(asked, page, position + consumed, taken.full_note())
         after = position + consumed
-        position = after if trace_continues(page, after, limit) else None
-        if not all_pages or position is None:
-            break
+        if not trace_continues(page, after, asked.limit):
+            return _Read(asked, page, None)
+        if not asked.all_pages:
+            return _Read(asked, page, after)
+        position = after
         await ctx.report_progress(taken.read, page.total_logs, f"read {taken.read} of {page.total_logs} trace entries")
         if taken.full():
-            note = taken.full_note()
-            break
+            return _Read(asked, page, position, taken.full_note())
         if time.monotonic() - started > PAGING_SECONDS:
-            note = f"stopped after {PAGING_SECONDS:g} s: continue from next_skip"
-            break
-    assert page is not None
-    out = TracePage(agent_run_id=agent_run_id, status=page.status, is_terminal=page.is_terminal,
-                    total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=position,
-                    trimmed_fields=taken.trimmed, note=note)
-    end = "end of trace" if position is None else f"next_skip={position}"
+            return _Read(asked, page, position, f"stopped after {PAGING_SECONDS:g} s: continue from next_skip")
+
+
+def _trace_result(read: _Read, taken: _Collected) -> CallToolResult:
+    """The entries taken as the tool's result, its summary naming what was read and where to go on."""
+    asked, page = read.asked, read.page
+    out = TracePage(agent_run_id=asked.agent_run_id, status=page.status, is_terminal=page.is_terminal,
+                    total_logs=page.total_logs, entries=taken.entries, read=taken.read, next_skip=read.next_skip,
+                    trimmed_fields=taken.trimmed, note=read.note)
+    end = "end of trace" if read.next_skip is None else f"next_skip={read.next_skip}"
     # The text names entries by their skip from the oldest, which a newest-first page knows only from total_logs.
     total = page.total_logs
-    positions = (None if total is None else [total - 1 - at for at in taken.positions]) if reverse else taken.positions
+    positions = ((None if total is None else [total - 1 - at for at in taken.positions]) if asked.reverse
+                 else taken.positions)
     kinds = f"{'/'.join(sorted(taken.wanted))} " if taken.wanted else ""
     entries = counted(len(out.entries), f"{kinds}entry", f"{kinds}entries")
-    return ok(out, f"{entries} (read {out.read} of {page.total_logs}"
-                   f"{f' from skip {skip}' if skip else ''}) "
-                   f"from run {agent_run_id}, "
-                   f"{label(page.status)}; {end}{f'; {stopped or note}' if note else ''}",
-              render=lambda data: _trace_text(data, positions, note_said=stopped is None))
+    said = f"; {read.stopped or read.note}" if read.note else ""
+    return ok(out, f"{entries} (read {out.read} of {page.total_logs}{f' from skip {asked.skip}' if asked.skip else ''})"
+                   f" from run {asked.agent_run_id}, {label(page.status)}; {end}{said}",
+              render=lambda data: _trace_text(data, positions, note_said=read.stopped is None))
 
 
 def _trace_text(page: dict[str, Any], positions: list[int] | None, *, note_said: bool) -> str:
