@@ -98,13 +98,20 @@ class RunStatus:
         return reading
 
     async def remember(self, client: AgentAutomationClient, org_id: int, run: AgentRun, sent_ms: int) -> None:
-        """A start or a resume sent at `sent_ms`: no reading sent before it is taken for the run's state while one
-        may still be kept (the next follower reads again); listeners hear its answer."""
-        reading = {"run": _shared(run), "read_ms": sent_ms, "poll_ms": POLL_MS, "written": True}
-        await self._readings.put(f"{client.credentials.token_key}-org{org_id}-run{run.id}", reading,
-                                 POLL_SECONDS + READ_SECONDS)
+        """A start or a resume sent at `sent_ms`: the run changed (`changed`), and listeners hear its answer."""
+        reading = await self.changed(client, org_id, run.id, sent_ms, run)
         if self._published is not None:
             await self._published(org_id, run.id, reading)
+
+    async def changed(self, client: AgentAutomationClient, org_id: int, run_id: int, sent_ms: int,
+                      run: AgentRun | None = None) -> dict[str, Any]:
+        """A write sent at `sent_ms` changed the run (a start, a resume, a task's stop): no reading sent before it is
+        taken for the run's state while one may still be kept (the next follower reads again)."""
+        reading = {"run": None if run is None else _shared(run), "read_ms": sent_ms, "poll_ms": POLL_MS,
+                   "written": True}
+        await self._readings.put(f"{client.credentials.token_key}-org{org_id}-run{run_id}", reading,
+                                 POLL_SECONDS + READ_SECONDS)
+        return reading
 
     async def remember_page(self, client: AgentAutomationClient, org_id: int, runs: list[AgentRun], total: int | None,
                             sent_ms: int) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from agent_automation_mcp.api import EXCLUDED_OPERATIONS, OPERATIONS
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS, RateLimit, parse_rate_limits
+from agent_automation_mcp.api.operations import RunEffect
 
 TABLE = "src/agent_automation_mcp/api/operations.py"
 
@@ -49,18 +51,24 @@ def test_method_path_and_parameters_agree_with_the_spec(name: str, openapi_docum
     assert ("requestBody" in spec_op) == op.body
 
 
-def test_an_operation_starts_a_run_when_it_writes_and_its_answer_names_a_run(openapi_document: dict[str, Any]) -> None:
-    """`starts_run` is the reference's fact: a write whose answer is a run, or names one (`agent_run_id`)."""
+def test_an_operation_that_sets_a_run_going_answers_with_the_run(openapi_document: dict[str, Any]) -> None:
+    """What a write does to a run is said on its line (`run=`): the reference cannot tell a start from a stop. But a
+    task follows the run a start's or a resume's answer names, so that answer is a run or names one (`agent_run_id`)."""
     schemas = openapi_document["components"]["schemas"]
     for name, op in OPERATIONS.items():
         _, _, spec_op = _spec_operations(openapi_document)[op.operation_id]
         answer = spec_op["responses"]["200"].get("content", {}).get("application/json", {}).get("schema", {})
         shape = answer.get("$ref", "").rsplit("/", 1)[-1]
         names_run = shape == "AgentRunResponse" or "agent_run_id" in schemas.get(shape, {}).get("properties", {})
-        starts = not op.read_only and names_run
-        assert op.starts_run == starts, (
-            f"{name} {'starts or continues' if starts else 'does not start'} an agent run (a write whose answer "
-            f"{'names' if names_run else 'does not name'} one): set starts_run={starts} on its line in {TABLE}")
+        assert names_run or not op.run.sets_going, (
+            f"{name} {op.run.value} (run=RunEffect.{op.run.name} on its line in {TABLE}), yet the reference's answer "
+            "names no run for a task to follow: say what it does to a run there (RunEffect.STOPS, or NOTHING)")
+    assert {name for name, op in OPERATIONS.items() if op.run.sets_going} >= {"create_agent_run", "resume_agent_run"}
+
+
+def test_a_read_does_nothing_to_a_run() -> None:
+    with pytest.raises(ValueError, match="get_agent_run is a read, yet says it starts an agent run"):
+        replace(OPERATIONS["get_agent_run"], run=RunEffect.STARTS)
 
 
 def test_the_alpha_logs_path_the_service_serves_is_primary_and_the_contracts_is_the_fallback() -> None:
@@ -88,16 +96,16 @@ def test_buckets(name: str, buckets: set[str]) -> None:
 
 
 def test_retry_safety_and_annotations_follow_the_issue() -> None:
+    """Only reads and the check-suite PUT are sent twice; every other write at most once. Which writes destroy is
+    each one's line, held to what the tools that send them do by `tests/tools/test_registry.py` (the catalogue's
+    `destroys`); here, the ones the issue named stay so."""
     safe = {name for name, op in OPERATIONS.items() if op.retry_safe}
     reads = {name for name, op in OPERATIONS.items() if op.method == "GET"}
     assert safe == reads | {"update_check_suite_settings"}
-    never_twice = {"create_agent_run", "resume_agent_run", "ban_checks", "unban_checks", "remove_from_pull_request",
-                   "edit_pull_request", "edit_pull_request_simple", "revoke_oauth_tokens", "generate_setup_commands",
-                   "analyze_sandbox_logs", "set_webhook", "delete_webhook", "test_webhook"}
-    assert not safe & never_twice
     destructive = {name for name, op in OPERATIONS.items() if op.destructive}
-    assert destructive == {"ban_checks", "remove_from_pull_request", "edit_pull_request", "edit_pull_request_simple",
+    assert destructive >= {"ban_checks", "remove_from_pull_request", "edit_pull_request", "edit_pull_request_simple",
                            "revoke_oauth_tokens", "delete_webhook"}
+    assert not destructive & reads
     assert all(op.read_only == (op.method == "GET") for op in OPERATIONS.values())
     assert not OPERATIONS["create_agent_run"].idempotent and OPERATIONS["update_check_suite_settings"].idempotent
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from types import MappingProxyType
 from typing import Any, Final
 
 import anyio
@@ -23,6 +24,7 @@ from agent_automation_mcp.api.statuses import ending_reason
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.config import DEMO_TOKEN
+from agent_automation_mcp.sandbox.ids import RUN_WITHOUT_PR_ID
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
 from agent_automation_mcp.tools.registry import TOOLSETS
@@ -126,6 +128,45 @@ async def test_2026_cancel_is_acknowledged_and_every_later_answer_says_the_run_g
     message = working.status_message or ""
     assert working.status == "working" and "cannot cancel an agent run: run" in message and "goes on" in message
     assert f"{CLOSEST_TO_CANCEL} comes closest, only on the user's explicit request" in message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", [MODERN, LEGACY])
+async def test_cancel_stops_the_run_with_a_tool_that_stops_one_where_the_request_is_offered_it(mode: str) -> None:
+    """With a tool that stops a run (`RunEffect.STOPS`; none today, so `ban_checks` stands in: the sandbox stops a run
+    without a pull request when it is banned), a cancel sends it for the task's run and the task reads `cancelled`
+    from the service's next answer: the reading from before the stop is not taken for the run's state. A sandbox of
+    its own: the module's rate limits are the other tests'."""
+    poller = TaskPoller(follow=False)
+    with SandboxServer(SandboxConfig(run_seconds=RUN_SECONDS, seed=11, run_error_fraction=0.0)) as sandbox:
+        api = ApiSettings(token=DEMO_TOKEN, org_id=sandbox.org_id, base_url=sandbox.url)
+        server = build_server(api, ServerSettings(toolsets=TOOLSETS), state_keys=KEYS)
+        server.tasks.stoppers = MappingProxyType({"ban_checks": "ban_checks"})
+        async with Client(server, mode=mode, extensions=[poller] if mode == MODERN else None) as client:
+            answer, after, stops = await _cancelled_with_a_stop(client, sandbox, poller, mode)
+    assert len(stops) == 1 and after.status == "cancelled", after
+    assert f"Cancel was asked: ban_checks asked the service to stop run {RUN_WITHOUT_PR_ID}." in (
+        after.status_message or "")
+    assert "cannot cancel" not in (after.status_message or "")
+    if mode == LEGACY:  # the task as it stands once stopped
+        assert answer.model_extra["status"] == "cancelled"
+
+
+async def _cancelled_with_a_stop(client: Client, sandbox: SandboxServer, poller: TaskPoller,
+                                 mode: str) -> tuple[Any, TaskState, list[Any]]:
+    """A task resuming a run without a pull request, read once, then cancelled: the cancel's answer, the task read
+    after it, and the stops the sandbox received."""
+    resume = {"agent_run_id": RUN_WITHOUT_PR_ID, "prompt": "stop me"}
+    if mode == MODERN:
+        await client.call_tool("resume_agent_run", resume)
+        task_id = poller.handles[-1].task_id
+    else:
+        task_id = (await call_as_task(client, "resume_agent_run", resume))["task"]["taskId"]
+    assert (await get_task(client, task_id)).status == "working"  # read before the stop, and shared
+    sent = len(sandbox.request_log)
+    answer = await request(client, CancelTask, task_id)
+    stops = [entry for entry in sandbox.request_log[sent:] if entry.path.endswith("/agent/run/ban")]
+    return answer, await get_task(client, task_id), stops
 
 
 @pytest.mark.anyio

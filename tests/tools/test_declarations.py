@@ -4,6 +4,7 @@ failure names the missing declaration and the file that holds it."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any, Final
 
@@ -12,11 +13,12 @@ from mcp import Client
 from pydantic import BaseModel
 
 from agent_automation_mcp.api import models
-from agent_automation_mcp.api.operations import OPERATIONS
+from agent_automation_mcp.api.client import AgentAutomationClient
+from agent_automation_mcp.api.operations import RunEffect
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tasks.extension import RUN_ID_FIELDS
+from agent_automation_mcp.tasks.extension import RUN_ID_FIELDS, STOPPING_TOOLS
 from agent_automation_mcp.tools.declarations import Toolset, source_file
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 from agent_automation_mcp.tools.results import Output
@@ -32,7 +34,7 @@ DRAWN: Final[dict[str, dict[str, str | None]]] = {
 
 
 def test_a_tool_that_starts_a_run_names_the_run_in_its_result() -> None:
-    starting = [spec for spec in all_tools() if any(OPERATIONS[op].starts_run for op in spec.operations)]
+    starting = [spec for spec in all_tools() if spec.run_effect.sets_going]
     assert {spec.name for spec in starting} >= {"create_agent_run", "resume_agent_run"}
     for spec in starting:
         fields = spec.output.model_fields
@@ -42,14 +44,45 @@ def test_a_tool_that_starts_a_run_names_the_run_in_its_result() -> None:
     assert {spec.name: spec.run_field for spec in starting} == RUN_ID_FIELDS
 
 
-def test_a_tool_sending_an_operation_that_starts_a_run_cannot_leave_the_run_undeclared() -> None:
+def test_what_a_tool_does_to_a_run_is_what_its_operations_say() -> None:
+    """`run_field` is required of a tool whose operations start or continue a run, refused of any other (a stop
+    included), and one tool does one thing to a run; each refusal names the table's line and the tool's file."""
     toolset = Toolset("runs", "scratch")
-    with pytest.raises(ValueError, match=r"sends create_agent_run, which starts an agent run: declare the field .* "
-                                         r"run_field=\"id\""):
+    with pytest.raises(ValueError, match=r"sends create_agent_run, which starts an agent run \(run=RunEffect.STARTS "
+                                         r"on its line in src/agent_automation_mcp/api/operations.py\): declare the "
+                                         r"field .* run_field=\"id\""):
         toolset.tool("Start", "create_agent_run")(_a_handler)
-    with pytest.raises(ValueError, match="declares run_field but sends no operation that starts a run"):
+    with pytest.raises(ValueError, match=r"declares run_field, but none of its operations starts or continues an "
+                                         r"agent run \(their run= in src/agent_automation_mcp/api/operations.py: "
+                                         r"RunEffect.NOTHING\)"):
         toolset.tool("Read", "get_agent_run", run_field="id")(_a_handler)
+    with pytest.raises(ValueError, match="sends operations that do different things to an agent run"):
+        toolset.tool("Both", "create_agent_run", "resume_agent_run", run_field="id")(_a_handler)
     assert not toolset.tools
+    effects = {spec.name: spec.run_effect for spec in all_tools()}
+    assert effects["resume_agent_run"] is RunEffect.CONTINUES and effects["create_agent_run"] is RunEffect.STARTS
+    assert effects["ban_checks"] is RunEffect.NOTHING  # it bans a pull request's checks: no stop a cancel may send
+    assert {name for name, spec in STOPPING_TOOLS.items()} == {spec.name for spec in all_tools() if spec.stops_with}
+
+
+def _takes_the_run_id_alone(operation: str) -> bool:
+    """The client's method for `operation` takes the run's id first, as `agent_run_id`, and needs nothing else."""
+    method = getattr(AgentAutomationClient, operation, None)
+    parameters = list(inspect.signature(method).parameters.values())[1:] if method is not None else []
+    return bool(parameters) and parameters[0].name == "agent_run_id" and all(
+        parameter.default is not inspect.Parameter.empty for parameter in parameters[1:])
+
+
+def test_a_stop_is_sent_by_the_run_id_alone() -> None:
+    """A task's cancel sends a stopping tool's operation through the client's method of its name, with the run's id
+    alone (`RunTasks._stop`): every operation that stops a run takes it so."""
+    for tool, operation in STOPPING_TOOLS.items():
+        assert _takes_the_run_id_alone(operation), (
+            f"{tool} stops a run with {operation}: AgentAutomationClient.{operation} in "
+            "src/agent_automation_mcp/api/client.py must take the run's id first, as agent_run_id, and need nothing "
+            "else (a task's cancel sends it so)")
+    assert _takes_the_run_id_alone("ban_checks")  # what tests/tasks sends as a stand-in stop
+    assert not _takes_the_run_id_alone("resume_agent_run") and not _takes_the_run_id_alone("get_user")
 
 
 async def _a_handler() -> None:
@@ -61,7 +94,7 @@ async def test_the_tools_offered_as_tasks_are_those_that_declare_their_run() -> 
     async with Client(build_server(ApiSettings(), ServerSettings(toolsets=TOOLSETS)), mode="legacy") as client:
         tools = (await client.list_tools()).tools
     tasks = {tool.name for tool in tools if tool.execution is not None and tool.execution.task_support == "optional"}
-    assert tasks == {spec.name for spec in all_tools() if spec.run_field}
+    assert tasks == {spec.name for spec in all_tools() if spec.run_effect.sets_going}
 
 
 def test_the_shapes_are_the_pages_own() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -27,6 +28,23 @@ HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 _PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
 
 
+class RunEffect(Enum):
+    """What an operation does to an agent run, said on its line of the table (`run=`): every write says it, a read
+    does nothing to one. The server treats a tool by it: a tool that sets a run going is offered as a task and names
+    the run in its result (`run_field`); a task's cancel sends an operation that stops one; while none does, the
+    tools, the instructions and a task's cancel say what comes closest (`tools/checks.py`)."""
+
+    NOTHING = "does nothing to an agent run"
+    STARTS = "starts an agent run"  # and its answer names the run it started
+    CONTINUES = "sets an agent run going again"  # and its answer names the run
+    STOPS = "stops an agent run"  # the run it is sent for, and nothing else: what a task's cancel may send
+
+    @property
+    def sets_going(self) -> bool:
+        """It starts a run or sets one going again: a task follows the run its answer names."""
+        return self in (RunEffect.STARTS, RunEffect.CONTINUES)
+
+
 @dataclass(frozen=True, slots=True)
 class Operation:
     """One API operation, described once.
@@ -34,9 +52,7 @@ class Operation:
     `retry_safe`: sending it twice does no harm (reads and the check-suite PUT), so connection
     errors and 5xx may be retried. Anything else is sent at most once once it may have arrived.
     `fallback_path`: a second path the real service is known to serve the same operation on.
-    `starts_run`: it starts an agent run or sets one going again, and its answer names the run: a tool that sends
-    it declares the field of its result that names the run (`toolset.tool(..., run_field=...)`), and is offered
-    as a task.
+    `run`: what it does to an agent run (`RunEffect`); a read does nothing to one.
     """
 
     name: str
@@ -50,11 +66,14 @@ class Operation:
     query: tuple[str, ...] = ()
     body: bool = False
     fallback_path: str | None = None
-    starts_run: bool = False
+    run: RunEffect = RunEffect.NOTHING
     path_params: tuple[str, ...] = field(init=False, repr=False, compare=False)  # read on every send: found once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path_params", tuple(_PATH_PARAM.findall(self.path)))
+        if self.read_only and self.run is not RunEffect.NOTHING:
+            raise ValueError(f"{self.name} is a read, yet says it {self.run.value}: a read does nothing to a run "
+                             "(leave run= out of its line in api/operations.py)")
 
     @property
     def needs_org(self) -> bool:
@@ -86,11 +105,12 @@ def _read(name: str, path: str, operation_id: str, *, query: tuple[str, ...] = (
                      fallback_path=fallback_path)
 
 
-def _write(name: str, method: HttpMethod, path: str, operation_id: str, *, buckets: tuple[str, ...] = _STD,
-           destructive: bool = False, query: tuple[str, ...] = (), body: bool = True,
-           starts_run: bool = False) -> Operation:
+def _write(name: str, method: HttpMethod, path: str, operation_id: str, *, run: RunEffect,
+           buckets: tuple[str, ...] = _STD, destructive: bool = False, query: tuple[str, ...] = (),
+           body: bool = True) -> Operation:
+    """A write that may not be sent twice blindly; it says what it does to an agent run (`run`), even nothing."""
     return Operation(name, method, path, operation_id, buckets, retry_safe=False, read_only=False,
-                     destructive=destructive, query=query, body=body, starts_run=starts_run)
+                     destructive=destructive, query=query, body=body, run=run)
 
 
 OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name: op for op in (
@@ -109,30 +129,33 @@ OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name:
           buckets=(CLI_RULES, STANDARD)),
     # Agent runs
     _write("create_agent_run", "POST", _RUN, "create_agent_run_v1_organizations__org_id__agent_run_post",
-           buckets=(AGENT_CREATION, STANDARD), starts_run=True),
+           run=RunEffect.STARTS, buckets=(AGENT_CREATION, STANDARD)),
     _read("get_agent_run", f"{_RUN}/{{agent_run_id}}",
           "get_agent_run_v1_organizations__org_id__agent_run__agent_run_id__get"),
     _read("list_agent_runs", f"{_ORG}/agent/runs", "list_agent_runs_v1_organizations__org_id__agent_runs_get",
           query=("user_id", "source_type", *_PAGING)),
     _write("resume_agent_run", "POST", f"{_RUN}/resume",
-           "resume_agent_run_v1_organizations__org_id__agent_run_resume_post", starts_run=True),
+           "resume_agent_run_v1_organizations__org_id__agent_run_resume_post", run=RunEffect.CONTINUES),
     # The alpha path first: it is the one the real service is known to serve (the OpenAPI's); the contract's path
     # is the fallback, used from the first 404 for the route on (see the transport).
     _read("get_agent_run_logs", "/v1/alpha/organizations/{org_id}/agent/run/{agent_run_id}/logs",
           "get_agent_run_logs_v1_alpha_organizations__org_id__agent_run__agent_run_id__logs_get",
           query=("skip", "limit", "reverse"), buckets=(LOGS, STANDARD), fallback_path=f"{_RUN}/{{agent_run_id}}/logs"),
-    # Checks and pull requests
+    # Checks and pull requests. A ban stops the agents of a run's pull request as it bans its checks: not a stop
+    # (a task's cancel must not ban a pull request's checks), and a run without a pull request goes on.
     _write("ban_checks", "POST", f"{_RUN}/ban",
-           "ban_all_checks_for_agent_run_v1_organizations__org_id__agent_run_ban_post", destructive=True),
+           "ban_all_checks_for_agent_run_v1_organizations__org_id__agent_run_ban_post", run=RunEffect.NOTHING,
+           destructive=True),
     _write("unban_checks", "POST", f"{_RUN}/unban",
-           "unban_all_checks_for_agent_run_v1_organizations__org_id__agent_run_unban_post"),
+           "unban_all_checks_for_agent_run_v1_organizations__org_id__agent_run_unban_post", run=RunEffect.NOTHING),
     _write("remove_from_pull_request", "POST", f"{_RUN}/remove-from-pr",
-           "remove_codegen_from_pr_v1_organizations__org_id__agent_run_remove_from_pr_post", destructive=True),
+           "remove_codegen_from_pr_v1_organizations__org_id__agent_run_remove_from_pr_post", run=RunEffect.NOTHING,
+           destructive=True),
     _write("edit_pull_request_simple", "PATCH", f"{_ORG}/prs/{{pr_id}}",
-           "edit_pull_request_simple_v1_organizations__org_id__prs__pr_id__patch",
+           "edit_pull_request_simple_v1_organizations__org_id__prs__pr_id__patch", run=RunEffect.NOTHING,
            buckets=(PR_EDIT, STANDARD), destructive=True),
     _write("edit_pull_request", "PATCH", f"{_ORG}/repos/{{repo_id}}/prs/{{pr_id}}",
-           "edit_pull_request_v1_organizations__org_id__repos__repo_id__prs__pr_id__patch",
+           "edit_pull_request_v1_organizations__org_id__repos__repo_id__prs__pr_id__patch", run=RunEffect.NOTHING,
            buckets=(PR_EDIT, STANDARD), destructive=True),
     # Check-suite settings
     _read("get_check_suite_settings", f"{_ORG}/repos/check-suite-settings",
@@ -143,25 +166,31 @@ OPERATIONS: Final[MappingProxyType[str, Operation]] = MappingProxyType({op.name:
     # Setup and sandbox-log analysis (each starts an agent run)
     _write("generate_setup_commands", "POST", f"{_ORG}/setup-commands/generate",
            "generate_setup_commands_v1_organizations__org_id__setup_commands_generate_post",
-           buckets=(SETUP_COMMANDS, STANDARD), starts_run=True),
+           run=RunEffect.STARTS, buckets=(SETUP_COMMANDS, STANDARD)),
     _write("analyze_sandbox_logs", "POST", f"{_ORG}/sandbox/{{sandbox_id}}/analyze-logs",
            "analyze_sandbox_logs_v1_organizations__org_id__sandbox__sandbox_id__analyze_logs_post",
-           buckets=(LOG_ANALYSIS, STANDARD), body=False, starts_run=True),
+           run=RunEffect.STARTS, buckets=(LOG_ANALYSIS, STANDARD), body=False),
     # OAuth tokens
     _read("get_oauth_token_status", "/v1/oauth/tokens/status", "get_oauth_token_status_v1_oauth_tokens_status_get",
           query=("org_id",)),
     _write("revoke_oauth_tokens", "POST", "/v1/oauth/tokens/revoke", "revoke_oauth_token_v1_oauth_tokens_revoke_post",
-           destructive=True, query=("provider", "org_id"), body=False),
+           run=RunEffect.NOTHING, destructive=True, query=("provider", "org_id"), body=False),
     # Agent-run completion webhook
     _read("get_webhook", f"{_ORG}/webhooks/agent-run",
           "get_webhook_config_v1_organizations__org_id__webhooks_agent_run_get"),
     _write("set_webhook", "POST", f"{_ORG}/webhooks/agent-run",
-           "set_webhook_config_v1_organizations__org_id__webhooks_agent_run_post"),
+           "set_webhook_config_v1_organizations__org_id__webhooks_agent_run_post", run=RunEffect.NOTHING),
     _write("delete_webhook", "DELETE", f"{_ORG}/webhooks/agent-run",
-           "delete_webhook_config_v1_organizations__org_id__webhooks_agent_run_delete", destructive=True, body=False),
+           "delete_webhook_config_v1_organizations__org_id__webhooks_agent_run_delete", run=RunEffect.NOTHING,
+           destructive=True, body=False),
     _write("test_webhook", "POST", f"{_ORG}/webhooks/agent-run/test",
-           "test_webhook_v1_organizations__org_id__webhooks_agent_run_test_post", buckets=(WEBHOOK_TEST, STANDARD)),
+           "test_webhook_v1_organizations__org_id__webhooks_agent_run_test_post", run=RunEffect.NOTHING,
+           buckets=(WEBHOOK_TEST, STANDARD)),
 )})
+
+# The operations that stop an agent run (`RunEffect.STOPS`): none while the service offers no way to, and then the
+# tools, the instructions and a task's cancel say what comes closest (`tools/checks.py`, `CLOSEST_TO_CANCEL`).
+RUN_STOPPERS: Final = tuple(name for name, op in OPERATIONS.items() if op.run is RunEffect.STOPS)
 
 # Operations of the reference OpenAPI that we deliberately do not offer, and why.
 EXCLUDED_OPERATIONS: Final[MappingProxyType[str, str]] = MappingProxyType({

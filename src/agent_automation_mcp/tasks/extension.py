@@ -1,7 +1,9 @@
 """Agent runs followed as MCP tasks, in both protocol eras, as one SDK `Extension`.
 
-A tool that starts or continues a run answers a client that asked for a task with a task handle instead of the run;
-`tasks/get` then follows the run until it ends, with the same result `get_agent_run` gives. No task is stored: the
+A tool that starts or continues a run (`RunEffect.sets_going`, by its operations) answers a client that asked for a
+task with a task handle instead of the run; `tasks/get` then follows the run until it ends, with the same result
+`get_agent_run` gives, and `tasks/cancel` stops it with a tool that stops a run (`RunEffect.STOPS`) where the request
+is offered one. No task is stored: the
 id seals what is needed (`ids`), the service stays the one source of the run's state (`status`), and any replica
 answers; what is remembered (a token's ids for `tasks/list`, a cancel asked) only adds to an answer, and expires.
 2026-07-28: the `io.modelcontextprotocol/tasks` extension (the `tools/call` interceptor, `tasks/get`,
@@ -29,7 +31,7 @@ from pydantic import ConfigDict, Field
 
 from ..api.client import AgentAutomationClient
 from ..api.credentials import Credentials
-from ..api.errors import ConfigurationError
+from ..api.errors import ApiError, ConfigurationError
 from ..api.models import AgentRun
 from ..api.statuses import STOPPED, ending_reason, is_failure, status_of, waits_on_person
 from ..caching import SharedCache, SharedStore
@@ -48,16 +50,25 @@ from .notify import MAX_TASKS_PER_STREAM, ListenObserver, RunRead, RunReads
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
-# The tools that start or continue a run, and the field of their result naming it, as each declares (`run_field`).
-RUN_ID_FIELDS: Final = MappingProxyType({spec.name: spec.run_field for spec in all_tools() if spec.run_field})
+# The tools that start or continue a run, and the field of their result naming it (`run_field`, which a tool declares
+# exactly when its operations set a run going: `ToolSpec` refuses it anywhere else).
+RUN_ID_FIELDS: Final = MappingProxyType({spec.name: spec.run_field for spec in all_tools()
+                                         if spec.run_effect.sets_going and spec.run_field is not None})
+# The tools that stop a run (`RunEffect.STOPS`), and the operation each stops it with: what a task's cancel sends.
+STOPPING_TOOLS: Final = MappingProxyType({spec.name: spec.stops_with for spec in all_tools()
+                                          if spec.stops_with is not None})
+STOP_SECONDS: Final = CALL_SECONDS - 10  # the stop a cancel sends waits for room and its answer at most this
 TTL_SECONDS: Final = MAX_TTL_MS // 1000  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
 RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (its last read within), then says so
-# Every message of a task after `tasks/cancel` ends with this (its last sentence cut where the request is not offered
-# the tool it names): the run was not cancelled, and what comes closest.
+# Every message of a task after `tasks/cancel` ends with one of these (cut where the request is not offered the tool it
+# names): while the service cannot stop a run, that and what comes closest; else whether a tool stopped it.
 CANCEL_ASKED: Final = (
     "Cancel was asked, but the service cannot cancel an agent run{going}. {tool} comes closest, only on the user's "
     "explicit request: it stops every agent working on the run's pull request.")
+NO_STOP_OFFERED: Final = "Cancel was asked, but this connection is offered no tool that stops an agent run{going}."
+STOP_SENT: Final = "Cancel was asked: {tool} asked the service to stop run {run}."
+STOP_FAILED: Final = "Cancel was asked, but {tool} could not stop the run ({problem}){going}."
 MISSING_CAPABILITY: Final = -32021  # the spec's: the request needs a client capability it did not declare
 STILL_WORKING: Final = -32000  # implementation-defined: tasks/result gave up waiting
 LEGACY_CAPABILITIES: Final = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
@@ -88,7 +99,9 @@ class RunTasks(Extension):
         self.status = RunStatus(store, error_result,
                                 lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
         self.index = TaskIndex(store)
-        self._cancel_asked: SharedCache[bool] = SharedCache(store, "task-cancel", 10_000)
+        self.stoppers = STOPPING_TOOLS  # the tools a cancel may stop a run with, and their operations
+        # A cancel asked, by task: the tool that was sent to stop its run and its problem, if any ({}: none was).
+        self._cancel_asked: SharedCache[dict[str, str]] = SharedCache(store, "task-cancel", 10_000)
 
     def methods(self) -> Sequence[MethodBinding]:
         legacy = frozenset({LEGACY})
@@ -146,25 +159,41 @@ class RunTasks(Extension):
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         client, record = await self._open(ctx, params.task_id)
-        reading = await self.status.read(client, record.org_id, record.run_id)
         legacy = ctx.protocol_version == LEGACY
-        task = await self._view(ctx, params.task_id, record, reading, legacy=legacy)
+        task = await self._current(ctx, client, params.task_id, record, legacy=legacy)
         return task if legacy else {"resultType": "complete", **task}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        """Acknowledged; the run goes on (the service cannot cancel one) and every later answer says what the user
-        can do instead. 2025-11-25 answers with the task as it stands, never `cancelled` unless the service says
-        the run stopped."""
+        """Acknowledged, and where the request is offered a tool that stops a run (`stoppers`), the run stopped with
+        it (the user asked: nothing more is asked). Without one the run goes on. Every later answer says which.
+        2025-11-25 answers with the task as it stands, never `cancelled` unless the service says the run stopped,
+        and refuses a task that has already ended."""
         client, record = await self._open(ctx, params.task_id)
-        await self._cancel_asked.put(_digest(params.task_id), True,
-                                     max(1.0, (record.expires_ms - now_ms()) / 1000))
-        if ctx.protocol_version != LEGACY:
+        legacy = ctx.protocol_version == LEGACY
+        stopper = next((tool for tool in self.stoppers if tool in self._offered(ctx)), None)
+        if legacy or stopper is not None:
+            task = await self._current(ctx, client, params.task_id, record, legacy=legacy)
+            if task["status"] != "working" and legacy:
+                raise MCPError(code=INVALID_PARAMS, message=f"Task already {task['status']}: nothing to cancel")
+            if task["status"] != "working":
+                return {"resultType": "complete"}  # nothing left to stop
+        asked = {} if stopper is None else await self._stop(client, record, stopper)
+        await self._cancel_asked.put(_digest(params.task_id), asked, max(1.0, (record.expires_ms - now_ms()) / 1000))
+        if not legacy:
             return {"resultType": "complete"}
-        reading = await self.status.read(client, record.org_id, record.run_id)
-        task = await self._view(ctx, params.task_id, record, reading, legacy=True)
-        if task["status"] != "working":  # the 2025-11-25 rule for a task that has ended
-            raise MCPError(code=INVALID_PARAMS, message=f"Task already {task['status']}: nothing to cancel")
-        return task
+        return await self._current(ctx, client, params.task_id, record, legacy=True)
+
+    async def _stop(self, client: AgentAutomationClient, record: TaskRecord, tool: str) -> dict[str, str]:
+        """The task's run stopped with the operation `tool` sends (the client's method of that name, which takes the
+        run's id); no reading sent before it is taken for the run's state, whatever its answer."""
+        sent = now_ms()
+        try:
+            await getattr(client.within(STOP_SECONDS), self.stoppers[tool])(agent_run_id=record.run_id)
+        except ApiError as exc:
+            return {"tool": tool, "problem": exc.kind}
+        finally:
+            await self.status.changed(client, record.org_id, record.run_id, sent)
+        return {"tool": tool}
 
     async def _result(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         """The run's final answer, waited for within the call budget and never longer (a wait for one of the token's
@@ -262,14 +291,21 @@ class RunTasks(Extension):
             status, said = "completed", (
                 f"Run {record.run_id} ended {label(run.status)}{f' ({why})' if why else ''}; {where} its result."
                 if run is not None else f"Run {record.run_id} cannot be read ({reading.problem}); {where} why.")
-        if await self._cancel_asked.get(_digest(task_id)):
+        asked = await self._cancel_asked.get(_digest(task_id))
+        if asked is not None:
             going = f": run {record.run_id} goes on" if status == "working" else ""
-            said += " " + self._offered_text(ctx, CANCEL_ASKED.format(going=going, tool=CLOSEST_TO_CANCEL))
+            said += " " + self._offered_text(ctx, cancel_said(asked, record.run_id, going))
         task = self._task(task_id, record, status, said, reading.read_ms, reading.poll_ms, legacy=legacy)
         if status == "completed" and not legacy:
             assert result is not None
             task["result"] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return task
+
+    async def _current(self, ctx: ServerRequestContext[Any, Any], client: AgentAutomationClient, task_id: str,
+                       record: TaskRecord, *, legacy: bool) -> dict[str, Any]:
+        """The task as its run's status reads now (the shared read)."""
+        reading = await self.status.read(client, record.org_id, record.run_id)
+        return await self._view(ctx, task_id, record, reading, legacy=legacy)
 
     def _going(self, ctx: ServerRequestContext[Any, Any], record: TaskRecord, reading: Reading) -> str:
         """The message of a task whose run goes on, or waits for someone to resume it (the task stays followable)."""
@@ -317,9 +353,13 @@ class RunTasks(Extension):
                                  or f"Run {record.run_id} goes on without a task."})
         return self._client(ctx, credentials, record), record
 
+    def _offered(self, ctx: ServerRequestContext[Any, Any]) -> frozenset[str]:
+        """The tools the request is offered (its headers may narrow the server's)."""
+        return self.offered_to(getattr(ctx.request, "headers", None))
+
     def _offered_text(self, ctx: ServerRequestContext[Any, Any], text: str) -> str:
         """`text` cut to the tools the request is offered (`tools.mentions`)."""
-        return cut_to(text, self.offered_to(getattr(ctx.request, "headers", None)))
+        return cut_to(text, self._offered(ctx))
 
     def _theirs(self, task_id: str, credentials: Credentials) -> TaskRecord | None:
         """The task's record if the caller was given it (its token's, in its organisation if it names one), expired
@@ -339,6 +379,17 @@ class RunTasks(Extension):
     def _client(ctx: ServerRequestContext[Any, Any], credentials: Credentials,
                 record: TaskRecord) -> AgentAutomationClient:
         return AgentAutomationClient(_state(ctx).transport, replace(credentials, org_id=record.org_id))
+
+
+def cancel_said(asked: dict[str, str], run_id: int, going: str) -> str:
+    """What every message of a task says once its cancel was asked (`going`: that the run goes on, or nothing)."""
+    tool = asked.get("tool")
+    if tool is None:
+        return (NO_STOP_OFFERED.format(going=going) if CLOSEST_TO_CANCEL is None
+                else CANCEL_ASKED.format(going=going, tool=CLOSEST_TO_CANCEL))
+    if "problem" in asked:
+        return STOP_FAILED.format(tool=tool, problem=asked["problem"], going=going)
+    return STOP_SENT.format(tool=tool, run=run_id)
 
 
 def _advertised(wire: HandlerResult) -> HandlerResult:

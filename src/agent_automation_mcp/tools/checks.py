@@ -7,6 +7,7 @@ from typing import Annotated, Any, Final
 from mcp.server.mcpserver import Context, Resolve
 from mcp.types import CallToolResult
 
+from ..api.operations import RUN_STOPPERS
 from ..api.params import Id
 from .callers import client_for
 from .confirm import Answer, Question, ask, require_confirmation
@@ -63,18 +64,19 @@ def _ban_question(agent_run_id: int, ctx: Context) -> Question:
                     "be fixed, and every agent working on it will be stopped.")
 
 
-@toolset.tool("Ban checks", "ban_checks")
+@toolset.tool("Ban checks", "ban_checks", closest_to_stop=True)
 async def ban_checks(agent_run_id: Id, ctx: Context,
                      confirmed: Annotated[Answer, Resolve(_ban_question)]) -> Annotated[CallToolResult, ChecksChange]:
     """Stop processing CI check failures on the pull request of an agent run, and stop every agent working
-    on that pull request. Only on the user's explicit request; undo with unban_checks. No tool cancels a
-    run: this comes closest. The service does not report whether its checks are banned."""
+    on that pull request. Only on the user's explicit request; undo with unban_checks. The service does not
+    report whether its checks are banned."""
     require_confirmation(confirmed, "ban_checks")
     return checks_result("ban", agent_run_id, await (await client_for(ctx)).ban_checks(agent_run_id))
 
 
-# The tool that comes closest to cancelling a run, as its description says: what a task's cancel names (tasks/).
-CLOSEST_TO_CANCEL: Final = ban_checks.__name__
+# The tool that comes closest to cancelling a run while no operation stops one (`RUN_STOPPERS`), as its description
+# then says: what a task's cancel and the instructions name (`tasks/`, `missing_actions`); None once one does.
+CLOSEST_TO_CANCEL: Final = None if RUN_STOPPERS else next(spec.name for spec in toolset.tools if spec.closest_to_stop)
 
 
 @toolset.tool("Unban checks", "unban_checks")

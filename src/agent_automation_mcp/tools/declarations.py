@@ -2,9 +2,10 @@
 
 Each toolset module starts with `toolset = Toolset(...)` and decorates its handlers with `toolset.tool(...)`.
 A tool declares what it is, and the rest is derived from the declaration: the operations of the table it may send
-(its annotations come from those entries, never written by hand), the field of its result naming the agent run it
-starts or continues (`run_field`: the tasks extension offers it as a task), and whether the runs view draws its
-result (`viewed`: the view binds itself to it). `registry` lists the toolsets and decides which tools a server offers.
+(its annotations, and what it does to an agent run, come from those entries, never written by hand), the field of its
+result naming the run it starts or continues (`run_field`: the tasks extension offers it as a task), whether the runs
+view draws its result (`viewed`: the view binds itself to it), and whether it comes closest to stopping a run while no
+operation does (`closest_to_stop`). `registry` lists the toolsets and decides which tools a server offers.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
-from ..api.operations import OPERATIONS
+from ..api.operations import OPERATIONS, RUN_STOPPERS, RunEffect
 from ..toolsets import OPT_IN_TOOLSETS, TOOLSETS
+
+# What the description of the tool that comes closest to stopping a run says while no operation stops one.
+CLOSEST_TO_STOP_SAYS: Final = "No tool cancels a run: this comes closest."
+TABLE: Final = "src/agent_automation_mcp/api/operations.py"
 
 
 def source_file(declared: Any) -> str:
@@ -36,20 +41,43 @@ class ToolSpec:
     handler: Callable[..., Any] = field(repr=False)
     run_field: str | None = None  # the result's field naming the run it starts or continues
     viewed: bool = False  # the runs view draws its result
+    closest_to_stop: bool = False  # what comes closest to stopping a run while no operation stops one
 
     def __post_init__(self) -> None:
         unknown = [op for op in self.operations if op not in OPERATIONS]
         if not self.operations or unknown:
             raise ValueError(f"tool {self.name} in {self.source}: toolset.tool(...) must name operations of the table "
-                             f"(api/operations.py), got {unknown or 'none'}")
-        starting = [op for op in self.operations if OPERATIONS[op].starts_run]
-        if starting and self.run_field is None:
-            raise ValueError(f"tool {self.name} sends {starting[0]}, which starts an agent run: declare the field of "
-                             f"its result that names the run, toolset.tool(..., run_field=\"id\") in "
-                             f"{self.source}, so that it is offered as a task")
-        if self.run_field is not None and not starting:
-            raise ValueError(f"tool {self.name} declares run_field but sends no operation that starts a run "
-                             f"(starts_run in api/operations.py): leave run_field out in {self.source}")
+                             f"({TABLE}), got {unknown or 'none'}")
+        effects = {OPERATIONS[op].run for op in self.operations} - {RunEffect.NOTHING}
+        if len(effects) > 1:
+            raise ValueError(f"tool {self.name} sends operations that do different things to an agent run "
+                             f"({', '.join(sorted(effect.value for effect in effects))}, by their run= in {TABLE}): "
+                             f"make one tool of each in {self.source}")
+        self._check_run_field()
+
+    def _check_run_field(self) -> None:
+        """`run_field` is declared exactly when the tool starts or continues a run, which its operations say."""
+        effect = self.run_effect
+        sending = next((op for op in self.operations if OPERATIONS[op].run is effect), None)
+        if effect.sets_going and self.run_field is None:
+            raise ValueError(f"tool {self.name} sends {sending}, which {effect.value} (run=RunEffect.{effect.name} on "
+                             f"its line in {TABLE}): declare the field of its result that names the run, "
+                             f"toolset.tool(..., run_field=\"id\") in {self.source}, so that it is offered as a task")
+        if self.run_field is not None and not effect.sets_going:
+            raise ValueError(f"tool {self.name} declares run_field, but none of its operations starts or continues an "
+                             f"agent run (their run= in {TABLE}: RunEffect.{effect.name}): leave run_field out in "
+                             f"{self.source}")
+
+    @property
+    def run_effect(self) -> RunEffect:
+        """What the tool does to an agent run: what its operations do (`RunEffect`, one per tool)."""
+        return next((effect for op in self.operations if (effect := OPERATIONS[op].run) is not RunEffect.NOTHING),
+                    RunEffect.NOTHING)
+
+    @property
+    def stops_with(self) -> str | None:
+        """The operation it stops a run with, which a task's cancel sends; None for a tool that stops none."""
+        return next((op for op in self.operations if OPERATIONS[op].run is RunEffect.STOPS), None)
 
     @property
     def source(self) -> str:
@@ -65,7 +93,9 @@ class ToolSpec:
 
     @property
     def description(self) -> str:
-        return inspect.cleandoc(self.handler.__doc__ or "")
+        """Its docstring; while no operation stops a run (`RUN_STOPPERS`), the tool that comes closest says so."""
+        text = inspect.cleandoc(self.handler.__doc__ or "")
+        return f"{text} {CLOSEST_TO_STOP_SAYS}" if self.closest_to_stop and not RUN_STOPPERS else text
 
     @property
     def read_only(self) -> bool:
@@ -111,17 +141,18 @@ class Toolset:
         """Offered when no toolsets are chosen (`toolsets.OPT_IN_TOOLSETS` lists the others)."""
         return self.name not in OPT_IN_TOOLSETS
 
-    def tool(self, title: str, *operations: str, run_field: str | None = None,
-             viewed: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def tool(self, title: str, *operations: str, run_field: str | None = None, viewed: bool = False,
+             closest_to_stop: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declares the decorated handler a tool: its title, the operations it may send, the field of its result
-        naming the run it starts or continues (required when it sends an operation that starts one), and whether
-        the runs view draws its result."""
+        naming the run it starts or continues (required when one of its operations does), whether the runs view
+        draws its result, and whether it comes closest to stopping a run while no operation does."""
 
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             # The annotations resolved once, here: left as text (`from __future__ import annotations`), the SDK
             # evaluated each handler's three times more when the server was built, a fifth of building it.
             handler.__annotations__ = typing.get_type_hints(handler, include_extras=True)
-            self.tools.append(ToolSpec(handler.__name__, self.name, title, operations, handler, run_field, viewed))
+            self.tools.append(ToolSpec(handler.__name__, self.name, title, operations, handler, run_field, viewed,
+                                       closest_to_stop))
             return handler
 
         return register

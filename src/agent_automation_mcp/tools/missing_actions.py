@@ -4,7 +4,8 @@ One table, read where a model reaches for one of them at no cost to the tools' d
 them all (`said`), a value asking for one is refused naming it (`refuse_missing`: `edit_pull_request(state="merged")`),
 and a call of a tool named for one (`merge_pull_request`) is answered with it (`named_in`). Each was checked against
 the service's operations (docs/tools.md, "What the service cannot do"): the service edits a pull request's state only
-(open, closed, draft, ready for review), and a run only starts, resumes, and has its pull request's checks banned.
+(open, closed, draft, ready for review), and a run only starts, resumes, and has its pull request's checks banned
+(stopping a run is missing only while no operation of the table stops one: `RUN_STOPPERS`, `CLOSEST_TO_CANCEL`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ class MissingAction:
         return f"{self.verb} {_one(self.target)}"
 
 
+def _stopping(closest: str | None) -> tuple[MissingAction, ...]:
+    """Stopping a run, while the service cannot (`closest` is then the tool that comes closest); once an operation
+    stops one (`RunEffect.STOPS`), a tool does and nothing is missing."""
+    if closest is None:
+        return ()
+    return (MissingAction("stop", AGENT_RUN, ("stop", "stopped", "cancel", "cancelled", "canceled", "abort", "kill",
+                                              "terminate", "halt", "interrupt", "pause", "paused", "suspend"),
+                          f"{closest} stops every agent working on the run's pull request (a run without a pull "
+                          "request goes on)"),)
+
+
 MISSING_ACTIONS: Final = (
     MissingAction("merge", PULL_REQUEST, ("merge", "merged", "merging", "squash", "rebase"), IN_GITHUB),
     MissingAction("approve", PULL_REQUEST, ("approve", "approved", "approval", "lgtm"), IN_GITHUB),
@@ -62,10 +74,7 @@ MISSING_ACTIONS: Final = (
                                                          "retry_checks", "run_checks", "restart_checks"), IN_GITHUB),
     MissingAction("delete", PULL_REQUEST, ("delete", "deleted", "destroy"),
                   "edit_pull_request with state closed closes a pull request (GitHub deletes none)"),
-    MissingAction("stop", AGENT_RUN, ("stop", "stopped", "cancel", "cancelled", "canceled", "abort", "kill",
-                                      "terminate", "halt", "interrupt", "pause", "paused", "suspend"),
-                  f"{CLOSEST_TO_CANCEL} stops every agent working on the run's pull request (a run without a pull "
-                  "request goes on)"),
+    *_stopping(CLOSEST_TO_CANCEL),
     MissingAction("delete", AGENT_RUN, ("delete", "deleted", "remove", "archive", "purge", "destroy"),
                   "every run stays listed"),
     MissingAction("change the prompt of", AGENT_RUN, ("edit", "update", "change", "modify", "rename", "set_prompt",
