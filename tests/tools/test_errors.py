@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 from mcp import Client, MCPError
+from sandboxed import connected
 
 from agent_automation_mcp.api.client import AgentAutomationClient
 from agent_automation_mcp.api.errors import ConfigurationError, NotFoundError, RateLimitError, ValidationFailedError
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
-from agent_automation_mcp.tools.errors import error_result
+from agent_automation_mcp.tools.errors import ID_HINTS, NOT_FOUND_HINT, error_result, not_found_hint
 from agent_automation_mcp.tools.registry import TOOLSETS
 from catalogue import CASES, calls, catalogue_gap
 
@@ -173,3 +174,20 @@ def test_error_result_carries_retry_after_details_and_one_line() -> None:
     assert "retry_after_seconds" not in not_found and "details" not in not_found
     listed = error_result(ConfigurationError("this API token sees 2 organisations: 1 (a), 2 (b)"))
     assert listed.structured_content["error"]["status"] is None
+
+
+# Each tool whose valid call names an id that something lists (`ID_HINTS`), with that id made unknown.
+UNKNOWN_IDS = [(case.name, name) for case in CASES for name in case.call if name in ID_HINTS]
+
+
+@pytest.mark.anyio
+async def test_a_not_found_says_what_lists_the_id_that_was_not_found() -> None:
+    """A 404's hint is derived from the ids the operation takes (`not_found_hint`): a new tool's unknown id gets its
+    hint with no entry to write. Every tool of the catalogue whose call names such an id, called with it unknown."""
+    assert {name for _, name in UNKNOWN_IDS} >= {"agent_run_id", "repo_id", "sandbox_id"}
+    async with connected(toolsets=TOOLSETS) as (client, _):
+        for tool, name in UNKNOWN_IDS:
+            result = await client.call_tool(tool, {**ARGUMENTS[tool], name: 999_999})
+            error = _assert_error_shape(result, "not_found")
+            assert error["hint"].startswith(ID_HINTS[name]), (tool, name, error["hint"])
+    assert not_found_hint("get_user") == ID_HINTS["user_id"] and not_found_hint("list_models") == NOT_FOUND_HINT

@@ -9,6 +9,8 @@ per tool.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -18,7 +20,9 @@ from mcp import MCPError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
+from ..api.client import AgentAutomationClient
 from ..api.errors import ApiError, InvalidRequestError, NotFoundError, RateLimitError
+from ..api.operations import OPERATIONS
 from ..api.text import visible, visible_tree
 from .declarations import ToolSpec
 
@@ -44,20 +48,28 @@ ASKED_CHARS: Final = 40  # a refused word longer than this is not quoted back
 MISSING_ERROR: Final = "service_cannot"
 # JSON-RPC's implementation-defined range (429's digits): a protocol request refused, its `data` the one error shape.
 REFUSED: Final = -32029
-_RUN_ID = "Check agent_run_id: list_agent_runs lists the runs (newest first) with their ids."
-_REPO_ID = "Check repo_id: list_repositories lists the organisation's repositories with their ids."
-# A 404's hint names the tool that lists valid ids, by the operation that answered it.
-NOT_FOUND_HINTS: Final = {
-    **dict.fromkeys(("get_agent_run", "get_agent_run_logs", "resume_agent_run", "ban_checks", "unban_checks",
-                     "remove_from_pull_request"), _RUN_ID),
-    **dict.fromkeys(("create_agent_run", "get_check_suite_settings", "update_check_suite_settings",
-                     "generate_setup_commands"), _REPO_ID),
-    "get_user": "Check user_id: list_users lists the organisation's users with their ids.",
-    "analyze_sandbox_logs": "Check sandbox_id: a repository's setup sandbox as the Codegen web app shows it, not an "
-                            "agent run id; no tool lists sandboxes.",
+# A 404's hint names what lists valid ids, for each id the operation that answered it takes (`not_found_hint`).
+ID_HINTS: Final = {
+    "agent_run_id": "Check agent_run_id: list_agent_runs lists the runs (newest first) with their ids.",
+    "repo_id": "Check repo_id: list_repositories lists the organisation's repositories with their ids.",
+    "user_id": "Check user_id: list_users lists the organisation's users with their ids.",
+    "sandbox_id": "Check sandbox_id: a repository's setup sandbox as the Codegen web app shows it, not an agent run "
+                  "id; no tool lists sandboxes.",
 }
 NOT_FOUND_HINT: Final = ("Check the ids: list_organizations, list_repositories, list_users and list_agent_runs list "
                          "valid ones.")
+
+
+@functools.cache
+def not_found_hint(operation: str) -> str:
+    """The hint of a 404 that `operation` answered: one sentence per id of `ID_HINTS` it takes (its path, its query
+    and its client method's arguments, in that order), else the general one. Derived, so a new operation's ids get
+    their hints without an entry."""
+    op = OPERATIONS.get(operation)
+    method = getattr(AgentAutomationClient, operation, None)
+    arguments = list(inspect.signature(method).parameters)[1:] if method is not None else []
+    ids = dict.fromkeys([*op.path_params, *op.query, *arguments]) if op is not None else {}
+    return " ".join(ID_HINTS[name] for name in ids if name in ID_HINTS) or NOT_FOUND_HINT
 
 
 def error_result(error: ApiError, fit: Callable[[str], str] | None = None,
@@ -79,7 +91,7 @@ def protocol_error(error: ApiError) -> MCPError:
 
 def _body(error: ApiError, fit: Callable[[str], str] | None, tools: Sequence[ToolSpec]) -> dict[str, Any]:
     if isinstance(error, NotFoundError) and error.hint == NotFoundError.default_hint:
-        error.hint = NOT_FOUND_HINTS.get(error.operation or "", NOT_FOUND_HINT)
+        error.hint = not_found_hint(error.operation or "")
     hint = error.hint
     if isinstance(error, RateLimitError) and error.shared_by and tools:
         hint = f"{hint} {sharing(error.shared_by, tools)}"
