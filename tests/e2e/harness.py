@@ -17,6 +17,7 @@ import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS
 from agent_automation_mcp.sandbox import SandboxServer
 from ports import free_port, listens
 from schedstat import waited_since, waiting_for_cpu
@@ -26,11 +27,20 @@ ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 # What replicas sharing Redis must be given alike (they refuse to start without): test values, not secrets.
 SHARED_KEYS = {"AGENT_AUTOMATION_STATE_KEYS": "test-state-key-" + "s" * 32,
                "AGENT_AUTOMATION_LOG_SECRET": "test-log-secret-" + "l" * 16}
-# Pacing is not under test here, and several server processes share one sandbox: room for all of them. Windows a tenth
-# of the service's: a replica that loses Redis sends nothing for a window (pacing/redis_ledger.py), so the tests that
-# take Redis away wait 3 s, not 30.
-RATE_LIMITS = ("standard=2000/3s,logs=2000/6s,agent_creation=100/6s,setup_commands=100/6s,"
-               "log_analysis=100/6s,pr_edit=200/6s,webhook_test=100/6s")
+
+
+def roomy_limits(count: int = 2000, **counts: int) -> str:
+    """Every bucket of the service's limits (`DEFAULT_RATE_LIMITS`, a new one included) at `count` requests, or at
+    `counts[bucket]`, per a tenth of its window. Pacing is not under test here, and several server processes share
+    one sandbox: room for all of them. A tenth: a replica that loses Redis sends nothing for a window
+    (pacing/redis_ledger.py), so the tests that take Redis away wait 3 s, not 30."""
+    unknown = set(counts) - set(DEFAULT_RATE_LIMITS)
+    assert not unknown, f"no such rate-limit buckets: {sorted(unknown)}"
+    return ",".join(f"{name}={counts.get(name, count)}/{limit.window / 10:g}s"
+                    for name, limit in DEFAULT_RATE_LIMITS.items())
+
+
+RATE_LIMITS = roomy_limits()
 
 
 def clean_env(**values: str | None) -> dict[str, str]:

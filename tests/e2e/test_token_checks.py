@@ -12,7 +12,7 @@ from typing import Final
 import anyio
 import httpx2
 import pytest
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, http_servers, tenant_client
+from harness import SHARED_KEYS, HttpServer, clean_env, http_servers, roomy_limits, tenant_client
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 from test_remote import MODERN_CALL as LIST_CALL
@@ -26,7 +26,7 @@ from agent_automation_mcp.sandbox.state import token_hash
 from pacing.redis_server import RedisServer, running_redis
 
 TENANTS = tuple(f"tok-tenant-{i:02d}" for i in range(50))
-LIMITS = RATE_LIMITS.replace("standard=2000/", "standard=20000/")  # room for every tenant: pacing is not tested
+LIMITS = roomy_limits(standard=20000)  # room for every tenant: pacing is not tested
 
 
 @pytest.fixture(scope="module")
