@@ -2,7 +2,7 @@
 
 The real command over stdio, the SDK's client, the sandbox over loopback: what a write reports is what the service
 said it did, status filters take the words people use, results carry the facts people ask for, descriptions steer a
-model right, and the default `tools/list` fits 4,000 tokens.
+model right, and the default `tools/list` fits the context budget (`tests/budget.py`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ from harness import RATE_LIMITS, error_of, sandbox_env, stdio_server
 from mcp import Client, MCPError
 
 from agent_automation_mcp.api.limits import parse_rate_limits
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer, ids
+from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
+from agent_automation_mcp.tools.declarations import CLOSEST_TO_STOP_SAYS
+from agent_automation_mcp.toolsets import OPT_IN_TOOLSETS
+from budget import BUDGET_TOKENS, Measure
+from catalogue import CASES, LONG_RUN, PR_ID, REPO_ID, RUN_WITH_PR
 
-RUN_WITH_PR, PR_ID, REPO_ID, RUN_WITHOUT_PR, ERROR_RUN, LONG_RUN, PAUSED_RUN = 401, 301, 201, 405, 404, 409, 413
+RUN_WITHOUT_PR, ERROR_RUN, PAUSED_RUN = ids.RUN_WITHOUT_PR_ID, ids.ERROR_RUN_ID, ids.PAUSED_RUN_ID
 
 
 @pytest.fixture(scope="module")
@@ -196,12 +201,13 @@ async def test_destructive_tools_act_only_on_explicit_request_and_say_what_is_cl
         client: Client) -> None:
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     destructive = [name for name, tool in tools.items() if tool.annotations and tool.annotations.destructive_hint]
-    assert len(destructive) == 5
+    assert destructive == [case.name for case in CASES if case.destructive]
     for name in destructive:
         assert "Only on the user's explicit request" in _described(tools, name), name
     removal = _described(tools, "remove_from_pull_request")
     assert "the same as ban_checks" in removal and "unban_checks reverses" in removal
-    assert "No tool cancels a run" in _described(tools, "ban_checks")
+    closest = [name for name in tools if CLOSEST_TO_STOP_SAYS in _described(tools, name)]
+    assert closest == ([CLOSEST_TO_CANCEL] if CLOSEST_TO_CANCEL else [])  # none once an operation stops a run
 
 
 @pytest.mark.anyio
@@ -210,7 +216,8 @@ async def test_default_server_names_its_off_toolsets_and_fits_the_budget(sandbox
         text = default.instructions or ""
         listed = [tool.model_dump(mode="json", by_alias=True, exclude_none=True)
                   for tool in (await default.list_tools()).tools]
-    assert "Toolsets off on this server: oauth, webhooks" in text and "--toolsets" in text
+    assert f"Toolsets off on this server: {', '.join(OPT_IN_TOOLSETS)}" in text and "--toolsets" in text
+    assert Measure(listed).model_tokens <= BUDGET_TOKENS  # as tests/tools/test_registry.py measures it in process
     names = {tool["name"]: tool["outputSchema"] for tool in listed}
     # The outline still says where a pull request's pr_id is.
     assert "pr_id" in names["get_agent_run"]["properties"]["pull_requests"]["items"]["properties"]
@@ -246,7 +253,8 @@ async def test_merging_is_refused_with_where_to_merge_and_nothing_is_closed(clie
         await client.call_tool("cancel_agent_run", {"agent_run_id": RUN_WITHOUT_PR})
     except MCPError as exc:
         guessed = str(exc)
-    assert "No tool can stop an agent run: the service cannot" in guessed and "ban_checks" in guessed
+    if CLOSEST_TO_CANCEL is not None:  # while no operation stops a run
+        assert "No tool can stop an agent run: the service cannot" in guessed and CLOSEST_TO_CANCEL in guessed
 
 
 @pytest.mark.anyio
