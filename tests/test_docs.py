@@ -12,7 +12,8 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
@@ -24,9 +25,12 @@ from agent_automation_mcp.cli import PROG, build_parser
 from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
 from agent_automation_mcp.remote.bodies import BODY_SECONDS
 from agent_automation_mcp.remote.rpc_request import MAX_ID_CHARS, MAX_METHOD_CHARS, MAX_STEPS
+from agent_automation_mcp.tasks.extension import CANCEL_ASKED, RUN_ID_FIELDS, STOPPING_TOOLS
 from agent_automation_mcp.tools.answers import NOT_REPORTED, WRITTEN, answer_for
+from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
+from agent_automation_mcp.tools.declarations import CLOSEST_TO_STOP_SAYS
 from agent_automation_mcp.tools.missing_actions import MISSING_ACTIONS
-from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED, all_tools
+from agent_automation_mcp.tools.registry import OPERATIONS_WITHOUT_TOOL, OPT_IN_TOOLSETS, TOOLSETS_DECLARED, all_tools
 from budget import measure
 from catalogue import CASES
 
@@ -57,6 +61,84 @@ _ROW: Final = re.compile(r"^\| .*? \| `(\w+)` \| .*? \| (.*) \|$", re.M)
 TOKEN_FIGURES: Final = ((ROOT / "README.md", r"costs about ([\d,]+) tokens", "model_tokens"),
                         (ROOT / "README.md", r"`_meta`\), is about ([\d,]+)\.", "whole_tokens"),
                         (GUIDE, r"about ([\d,]+) today", "model_tokens"))
+
+
+def listed(names: Iterable[str]) -> str:
+    """`a`, `b` and `c`, as the pages' prose lists names; "none" for none."""
+    quoted = [f"`{name}`" for name in names]
+    return "none" if not quoted else quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+
+
+def cancel_said() -> str:
+    """The Cancel item of docs/tools.md's tasks: what a task's cancel does, while no operation stops a run, and once
+    one does."""
+    answered = ("`tasks/cancel` is acknowledged (2026-07-28: an empty result; 2025-11-25: the task as it stands, or "
+                "-32602 for a task that has already ended)")
+    if CLOSEST_TO_CANCEL is not None:
+        return (f"The service cannot cancel a run (no operation of the table stops one: `RunEffect.STOPS`). {answered} "
+                "and the run goes on: no answer calls it cancelled unless the service reports it stopped, and every "
+                f"later message of that task, to its end and after, says so and that `{CLOSEST_TO_CANCEL}` comes "
+                "closest, only on the user's explicit request (the tool whose declaration says so, `closest_to_stop`; "
+                "a request not offered it reads the rest). Once an operation stops a run, `tasks/cancel` sends it "
+                "through a tool that stops one, where the request is offered it, and the messages say so instead.")
+    return (f"{answered}, and where the request is offered {listed(STOPPING_TOOLS)}, the run is stopped with it: the "
+            "user asked, so nothing more is asked. The task is `cancelled` once the service reports the run stopped, "
+            "and every later message says the stop was asked, or why it failed; a request offered no tool that stops "
+            "a run gets the acknowledgement alone, and its messages say the run goes on.")
+
+
+# What the pages' prose says of the declarations, each between two anchors (whitespace aside), with its source;
+# `UPDATE_DOCS=1 .venv/bin/pytest tests/test_docs.py` writes it in.
+PROSE: Final[tuple[tuple[Path, str, str, Callable[[], str]], ...]] = (
+    (ROOT / "README.md", "**Runs as MCP tasks.** The tools that start or continue a run (", ") answer a client",
+     lambda: listed(RUN_ID_FIELDS)),
+    (TOOLS, "are offered as tasks:", ". A client that asks", lambda: listed(RUN_ID_FIELDS)),
+    (TOOLS, "- **Cancel.**", "Every message is whole sentences.", cancel_said),
+    (TOOLS, "no tool sends (the reasons are in `tools/registry.py`):", ". Tool schemas",
+     lambda: listed(OPERATIONS_WITHOUT_TOOL)),
+    (GUIDE, "`OPERATIONS_WITHOUT_TOOL` in `tools/registry.py` (today:", "), and",
+     lambda: listed(OPERATIONS_WITHOUT_TOOL)),
+    (ROOT / "README.md", "The opt-in toolsets,", ", are offered", lambda: listed(OPT_IN_TOOLSETS)),
+    (TOOLS, "show it inline in the chat:", ". Their `_meta.ui.resourceUri`",
+     lambda: listed(spec.name for spec in all_tools() if spec.viewed)),
+)
+
+
+def _rewrapped(text: str, start: int, length: int) -> str:
+    """`text` with the lines holding `text[start:start + length]` wrapped again at the pages' width (118), the lines
+    after the first indented as a list item's are."""
+    first = text.rfind("\n", 0, start) + 1
+    last = text.find("\n", start + length)
+    last = len(text) if last < 0 else last
+    lines = text[first:last]
+    indent = "  " if lines.startswith("- ") else lines[:len(lines) - len(lines.lstrip())]
+    wrapped = textwrap.fill(" ".join(lines.split()), width=118, initial_indent=lines[:len(lines) - len(lines.lstrip())],
+                            subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return text[:first] + wrapped + text[last:]
+
+
+def _said_between(text: str, before: str, after: str) -> re.Match[str] | None:
+    """Where the page says what stands between `before` and `after` (group 1), whatever the line breaks."""
+    def loose(anchor: str) -> str:
+        return r"\s+".join(re.escape(word) for word in anchor.split())
+
+    return re.search(rf"{loose(before)}\s*(\S(?:.*?\S)?)\s*{loose(after)}", text, re.S)
+
+
+@pytest.mark.parametrize(("page", "before", "after", "source"), PROSE, ids=[f"{page.name}:{before.strip(' (:')}"
+                                                                          for page, before, _, _ in PROSE])
+def test_what_the_prose_says_of_the_declarations_is_theirs(page: Path, before: str, after: str,
+                                                          source: Callable[[], str]) -> None:
+    text = page.read_text()
+    found = _said_between(text, before, after)
+    assert found, f"{page.name} no longer says {before!r}...{after!r}: restore it, or edit PROSE in tests/test_docs.py"
+    said = source()
+    if os.environ.get("UPDATE_DOCS") == "1" and " ".join(found.group(1).split()) != said:
+        page.write_text(_rewrapped(text[:found.start(1)] + said + text[found.end(1):], found.start(1), len(said)))
+        return
+    assert " ".join(found.group(1).split()) == said, (
+        f"{page.name} says {found.group(1)!r} after {before!r}; the declarations make it {said!r}: run UPDATE_DOCS=1 "
+        ".venv/bin/pytest tests/test_docs.py")
 
 
 def _cell(text: str) -> str:
@@ -228,6 +310,16 @@ def test_the_guide_counts_what_it_lists_and_what_its_walk_found() -> None:
         assert message in code, f"the guide quotes the failure {message!r}, which no code says any more"
 
 
+def test_contributing_points_to_the_guides_counts_rather_than_repeating_them() -> None:
+    """How many files a change touches is the guide's table, made by walking it; a page that repeats a count goes
+    stale with the next walk."""
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    assert "docs/adding-an-operation.md" in contributing
+    repeated = re.findall(r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve) files\b",
+                          contributing, re.I)
+    assert not repeated, f"CONTRIBUTING.md counts files ({repeated}): point to the guide's table instead"
+
+
 def _blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
@@ -283,15 +375,14 @@ async def test_the_token_figures_in_the_docs_are_measured() -> None:
 
 
 def test_the_tool_closest_to_cancelling_a_run_is_one_fact() -> None:
-    """Its description says so, a task's cancel names it (`CLOSEST_TO_CANCEL`), and the docs name it and no other."""
-    from agent_automation_mcp.tasks.extension import CANCEL_ASKED
-    from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
-    from agent_automation_mcp.tools.registry import all_tools
-
-    assert [spec.name for spec in all_tools() if "comes closest" in spec.description] == [CLOSEST_TO_CANCEL]
+    """While no operation stops a run, the tool declared closest says so in its description, a task's cancel names
+    it (`CLOSEST_TO_CANCEL`), and the docs name it and no other; once one does, none of them says anything is."""
+    closest = [spec.name for spec in all_tools() if CLOSEST_TO_STOP_SAYS in spec.description]
+    assert closest == ([CLOSEST_TO_CANCEL] if CLOSEST_TO_CANCEL else [])
+    assert [spec.name for spec in all_tools() if spec.closest_to_stop] == ["ban_checks"]
     assert "{tool} comes closest" in CANCEL_ASKED
-    docs = " ".join((ROOT / "docs" / "tools.md").read_text().split())
-    assert set(re.findall(r"`(\w+)` comes closest", docs)) == {CLOSEST_TO_CANCEL}
+    docs = " ".join(TOOLS.read_text().split())
+    assert set(re.findall(r"`(\w+)` comes closest", docs)) == ({CLOSEST_TO_CANCEL} if CLOSEST_TO_CANCEL else set())
 
 
 def test_ci_runs_exactly_the_readmes_test_command() -> None:
