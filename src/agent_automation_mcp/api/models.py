@@ -176,7 +176,11 @@ class OAuthProvider(Resource):
     id: int | str
     name: str
     issuer: str | None = None
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    default_scopes: list[str] | None = None
     is_mcp: bool | None = None
+    meta: dict[str, Any] | None = None
 
 
 class OAuthToken(Resource):
