@@ -29,6 +29,7 @@ from agent_automation_mcp.sdk_seams import (
     tool_with_output,
 )
 from agent_automation_mcp.server import build_server
+from catalogue import CASES
 
 SDK = f"mcp {importlib.metadata.version('mcp')}"
 
@@ -67,7 +68,8 @@ async def test_our_server_answers_tools_list_through_its_own_handler_and_no_prom
     server = build_server(ApiSettings(), ServerSettings(toolsets=("logs",)))
     assert lowlevel(server).get_request_handler("tools/list").handler == server._list_offered_tools
     async with Client(server) as client:
-        assert [tool.name for tool in (await client.list_tools()).tools] == ["get_agent_run_logs"]
+        listed = [tool.name for tool in (await client.list_tools()).tools]
+        assert listed == [case.name for case in CASES if case.toolset == "logs"]
         with pytest.raises(MCPError):
             await client.list_prompts()
 
