@@ -66,7 +66,7 @@ RESULT_SECONDS: Final = CALL_SECONDS - 10  # tasks/result waits at most this (it
 CANCEL_ASKED: Final = (
     "Cancel was asked, but the service cannot cancel an agent run{going}. {tool} comes closest, only on the user's "
     "explicit request: it stops every agent working on the run's pull request.")
-NO_STOP_OFFERED: Final = "Cancel was asked, but this connection is offered no tool that stops an agent run{going}."
+NO_STOP_OFFERED: Final = "Cancel was asked where no tool that stops an agent run is offered{going}."
 STOP_SENT: Final = "Cancel was asked: {tool} asked the service to stop run {run}."
 STOP_FAILED: Final = "Cancel was asked, but {tool} could not stop the run ({problem}){going}."
 MISSING_CAPABILITY: Final = -32021  # the spec's: the request needs a client capability it did not declare
