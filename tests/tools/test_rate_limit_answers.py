@@ -7,9 +7,11 @@ import httpx2
 import pytest
 from sandboxed import connected
 
+from agent_automation_mcp.api.limits import AGENT_CREATION
+from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.pacing import sliding_log
 from agent_automation_mcp.sandbox import SandboxConfig
-from agent_automation_mcp.tools.registry import TOOLSETS
+from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
 
 
 def _refuse(url: str, operation: str, retry_after: float) -> None:
@@ -44,8 +46,12 @@ async def test_a_limit_of_one_tool_names_that_tool_and_only_where_it_is_offered(
         first = await client.call_tool("create_agent_run", {"prompt": "x"})
         second = await client.call_tool("create_agent_run", {"prompt": "x"})
     refused, held = (first.structured_content or {})["error"], (second.structured_content or {})["error"]
-    assert "does not say which it refused" in refused["hint"]
-    assert refused["hint"].endswith("create_agent_run alone counts against agent_creation. Every tool counts against "
-                                    "standard.")
+    # The tools whose operations the limit counts, as the declarations make them (today create_agent_run alone).
+    counted = [spec.name for spec in all_tools() if any(AGENT_CREATION in OPERATIONS[op].buckets
+                                                        for op in spec.operations)]
+    said = (f"{counted[0]} alone counts" if len(counted) == 1 else f"{', '.join(counted[:-1])} and {counted[-1]} count"
+            ) + f" against {AGENT_CREATION}."
+    assert "create_agent_run" in counted and "does not say which it refused" in refused["hint"]
+    assert refused["hint"].endswith(f"{said} Every tool counts against standard."), refused["hint"]
     assert "agent_creation (10/60s), this one too" in held["message"]  # the limit whose pause holds it back
-    assert held["hint"].endswith("create_agent_run alone counts against agent_creation.")
+    assert held["hint"].endswith(said), held["hint"]
