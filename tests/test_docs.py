@@ -297,7 +297,7 @@ def test_the_guide_counts_what_it_lists_and_what_its_walk_found() -> None:
     every constant and failure message it names is in the code, so a renamed one cannot leave the guide behind."""
     text = GUIDE.read_text()
     rows = re.findall(r"^\| (A [^|]+) \| (\d+) \| ([^|]+) \|", text, re.M)
-    assert len(rows) == 3
+    assert rows, "the guide's table of files by hand is gone"
     for what, count, which in rows:
         listed = re.sub(r"\([^)]*\)", "", which).split(",")
         assert len(listed) == int(count), f"the guide counts {count} files for {what!r} and lists {len(listed)}"
