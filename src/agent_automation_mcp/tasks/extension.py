@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -52,11 +52,11 @@ TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 LEGACY: Final = "2025-11-25"
 # The tools that start or continue a run, and the field of their result naming it (`run_field`, which a tool declares
 # exactly when its operations set a run going: `ToolSpec` refuses it anywhere else).
-RUN_ID_FIELDS: Final = MappingProxyType({spec.name: spec.run_field for spec in all_tools()
-                                         if spec.run_effect.sets_going and spec.run_field is not None})
+RUN_ID_FIELDS: Final = MappingProxyType({spec.name: field for spec in all_tools()
+                                         if spec.run_effect.sets_going and (field := spec.run_field) is not None})
 # The tools that stop a run (`RunEffect.STOPS`), and the operation each stops it with: what a task's cancel sends.
-STOPPING_TOOLS: Final = MappingProxyType({spec.name: spec.stops_with for spec in all_tools()
-                                          if spec.stops_with is not None})
+STOPPING_TOOLS: Final = MappingProxyType({spec.name: operation for spec in all_tools()
+                                          if (operation := spec.stops_with) is not None})
 STOP_SECONDS: Final = CALL_SECONDS - 10  # the stop a cancel sends waits for room and its answer at most this
 TTL_SECONDS: Final = MAX_TTL_MS // 1000  # a run takes minutes to hours; a client that asks (2025-11-25) may shorten it
 MIN_TTL_SECONDS: Final = 1
@@ -99,7 +99,7 @@ class RunTasks(Extension):
         self.status = RunStatus(store, error_result,
                                 lambda org, run, reading: self.reads.publish(RunRead(org, run, reading)))
         self.index = TaskIndex(store)
-        self.stoppers = STOPPING_TOOLS  # the tools a cancel may stop a run with, and their operations
+        self.stoppers: Mapping[str, str] = STOPPING_TOOLS  # the tools a cancel may stop a run with: their operations
         # A cancel asked, by task: the tool that was sent to stop its run and its problem, if any ({}: none was).
         self._cancel_asked: SharedCache[dict[str, str]] = SharedCache(store, "task-cancel", 10_000)
 
