@@ -15,8 +15,10 @@ from mcp import Client
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
 from agent_automation_mcp.server import build_server
+from agent_automation_mcp.tools.declarations import CONTEXT_BUDGET_TOKENS
+from agent_automation_mcp.tools.registry import TOOLSETS_DECLARED
 
-BUDGET_TOKENS: Final = 3000
+BUDGET_TOKENS: Final = CONTEXT_BUDGET_TOKENS
 READ_BY_A_MODEL: Final = ("name", "description", "inputSchema")
 
 
@@ -41,6 +43,20 @@ class Measure:
     def whole_tokens(self) -> int:
         """The whole `tools/list` result, reported beside the budget."""
         return tokens({"tools": self.tools})
+
+    def toolset_costs(self) -> list[tuple[str, int, int, list[tuple[str, int]]]]:
+        """Each default toolset's cost against its share: (toolset, share, cost, its tools' costs), in listing
+        order. A toolset's cost is what a model reads of its tools as the list holds them (with their separators)."""
+        read = {tool["name"]: tool for tool in self.read}
+        each = dict(self.costs())
+        rows = []
+        for toolset in TOOLSETS_DECLARED:
+            if toolset.budget is None:
+                continue
+            names = [spec.name for spec in toolset.tools if spec.name in read]
+            rows.append((toolset.name, toolset.budget, tokens([read[name] for name in names]),
+                         [(name, each[name]) for name in names]))
+        return rows
 
     def costs(self) -> list[tuple[str, int]]:
         """Each tool's share of the budget, largest first."""

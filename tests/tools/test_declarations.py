@@ -47,7 +47,7 @@ def test_a_tool_that_starts_a_run_names_the_run_in_its_result() -> None:
 def test_what_a_tool_does_to_a_run_is_what_its_operations_say() -> None:
     """`run_field` is required of a tool whose operations start or continue a run, refused of any other (a stop
     included), and one tool does one thing to a run; each refusal names the table's line and the tool's file."""
-    toolset = Toolset("runs", "scratch")
+    toolset = Toolset("webhooks", "scratch")  # opt-in: no share of the budget to declare
     with pytest.raises(ValueError, match=r"sends create_agent_run, which starts an agent run \(run=RunEffect.STARTS "
                                          r"on its line in src/agent_automation_mcp/api/operations.py\): declare the "
                                          r"field .* run_field=\"id\""):
@@ -148,3 +148,11 @@ def test_a_result_that_is_the_services_model_reuses_it() -> None:
                 for output in _subclasses(Output) for model in service
                 if fields(output) == fields(model) and not issubclass(output, model)]
     assert not problems, "\n".join(problems)
+
+
+def test_a_default_toolset_declares_its_share_of_the_budget_and_an_opt_in_one_none() -> None:
+    with pytest.raises(ValueError, match=r"toolset 'runs' \(tools/runs.py\): a default toolset declares its share"):
+        Toolset("runs", "scratch")
+    with pytest.raises(ValueError, match=r"toolset 'webhooks' \(tools/webhooks.py\): an opt-in toolset has no share"):
+        Toolset("webhooks", "scratch", budget=10)
+    assert Toolset("runs", "scratch", budget=10).budget == 10

@@ -14,7 +14,8 @@ from .confirm import Answer, Question, ask, require_confirmation
 from .declarations import Toolset
 from .results import Output, ok, reported
 
-toolset = Toolset("checks", "Stop or restart CI-check processing for a run's pull request, or take the agent off it.")
+toolset = Toolset("checks", "Stop or restart CI-check processing for a run's pull request, or take the agent off it.",
+                  budget=310)
 
 
 class ChecksChange(Output):

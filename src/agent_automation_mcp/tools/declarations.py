@@ -121,15 +121,28 @@ class ToolSpec:
         )
 
 
+# What a model reads of the default toolsets' tools (each name, description and input schema, characters of compact
+# JSON / 4) at most: every conversation pays it before its first word. Each default toolset owns a share
+# (`Toolset.budget`); the shares add up to this.
+CONTEXT_BUDGET_TOKENS: Final = 3000
+
+
 class Toolset:
     """One toolset, declared once at the top of its module: its name (one of `toolsets.TOOLSETS`), the line
-    a person reads about it in `--help` and the README, and its tools in the order they are declared."""
+    a person reads about it in `--help` and the README, its share of `CONTEXT_BUDGET_TOKENS` when it is offered by
+    default (an opt-in toolset costs a conversation nothing unless asked for, and has none), and its tools in the
+    order they are declared."""
 
-    def __init__(self, name: str, about: str) -> None:
+    def __init__(self, name: str, about: str, *, budget: int | None = None) -> None:
         if name not in TOOLSETS:
             raise ValueError(f"toolset {name!r} is not named in toolsets.py (TOOLSETS)")
         self.name = name
         self.about = about
+        self.budget = budget
+        if self.default != (budget is not None):
+            raise ValueError(f"toolset {name!r} (tools/{name}.py): "
+                             + ("a default toolset declares its share of CONTEXT_BUDGET_TOKENS (budget=...)"
+                                if self.default else "an opt-in toolset has no share of the budget: drop budget="))
         self.tools: list[ToolSpec] = []
 
     @property

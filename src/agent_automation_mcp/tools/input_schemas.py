@@ -6,7 +6,8 @@ outlines (`outlines.py`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 
 def compact_schema(schema: Any) -> Any:
@@ -16,9 +17,21 @@ def compact_schema(schema: Any) -> Any:
     kept), `default: null` and `additionalProperties: true` (what JSON Schema assumes anyway), writes
     `anyOf: [{type: X}, {type: null}]` as `type: [X, "null"]`, and puts a definition used once where it is
     used. An optional argument is listed without `null`: leaving it out says "none" (a null sent is still
-    taken).
+    taken). Bounds only a mistake meets (`MISTAKES_ONLY`) are left to the server, which still refuses a value
+    past them, naming the bound: what a model reads of them would never change what it sends.
     """
     return _optional_without_null(_compact(_inlined(schema)))
+
+
+# Bounds no value a model means ever meets: ids and sizes start at 1 and offsets at 0, a text is never empty or only
+# spaces, and nobody skips a million entries or writes a hundred thousand characters by accident.
+MISTAKES_ONLY: Final[Mapping[str, Callable[[Any], bool]]] = {
+    "minimum": lambda bound: bound in (0, 1),
+    "minLength": lambda bound: bound == 1,
+    "pattern": lambda bound: bound == r"\S",
+    "maximum": lambda bound: isinstance(bound, int) and bound >= 1_000_000,
+    "maxLength": lambda bound: isinstance(bound, int) and bound >= 100_000,
+}
 
 
 def _optional_without_null(schema: Any) -> Any:
@@ -46,7 +59,8 @@ def _compact(schema: Any) -> Any:
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if (key == "title" and isinstance(value, str)) or (key == "default" and value is None) \
-                or (key == "additionalProperties" and value is True):
+                or (key == "additionalProperties" and value is True) \
+                or (key in MISTAKES_ONLY and not isinstance(value, bool) and MISTAKES_ONLY[key](value)):
             continue
         if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
             out[key] = {name: _compact(sub) for name, sub in value.items()}

@@ -30,7 +30,8 @@ from .results import (
 )
 from .trace_digest import DIGEST_TOKENS, TraceDigest, digest_summary, read_digest, render_digest, stopped_early
 
-toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed, or its digest.")
+toolset = Toolset("logs", "Read an agent run's trace, page by page, with long values trimmed, or its digest.",
+                  budget=340)
 
 PAGING_SECONDS: Final = 40.0  # all_pages stops starting new pages after this; the call still ends < 50 s
 MAX_ENTRIES: Final = 500  # a call returns at most this many entries

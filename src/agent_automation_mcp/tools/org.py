@@ -15,7 +15,8 @@ from .callers import client_for, only_organization, state_of
 from .declarations import Toolset
 from .results import Output, PageLimit, PageSkip, counted, fit_page, label, ok
 
-toolset = Toolset("org", "Organisations, users, repositories, integrations and models: the ids other tools take.")
+toolset = Toolset("org", "Organisations, users, repositories, integrations and models: the ids other tools take.",
+                  budget=465)
 
 
 class Organization(Output):

@@ -20,7 +20,7 @@ from .missing_actions import PULL_REQUEST, refuse_missing
 from .results import Output, label, ok
 from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, scan_runs
 
-toolset = Toolset("pulls", "Open, close, draft or ready a pull request an agent run made.")
+toolset = Toolset("pulls", "Open, close, draft or ready a pull request an agent run made.", budget=235)
 
 MAX_REPOSITORIES_SEARCHED: Final = 500  # a repo_id's name is looked up among the organisation's first repositories
 PAGE_SIZE: Final = 100

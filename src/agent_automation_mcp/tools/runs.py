@@ -55,7 +55,8 @@ from .run_scan import SCAN_PAGE_SIZE, PullRequestArg, PullRequestName, RunScan, 
 if TYPE_CHECKING:
     from ..run_status import Reading, RunStatus
 
-toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.")
+toolset = Toolset("runs", "Start agent runs, follow them to the end, list them and send them follow-up instructions.",
+                  budget=1000)
 
 WEB_APP_URL: Final = "https://codegen.com"
 MAX_WAIT_SECONDS: Final = 50

@@ -16,7 +16,7 @@ from .callers import client_for
 from .declarations import Toolset
 from .results import Output, counted, label, ok
 
-toolset = Toolset("settings", "Read and change a repository's check-suite settings.")
+toolset = Toolset("settings", "Read and change a repository's check-suite settings.", budget=420)
 
 RepoId = Annotated[Id, Field(description="Repository id; see list_repositories.")]
 # Maps merge key by key: a null value removes the key. The client's types check the merged map before it is sent.

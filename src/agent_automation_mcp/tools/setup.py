@@ -15,7 +15,8 @@ from .callers import client_for, repository_for
 from .declarations import Toolset
 from .results import label, ok
 
-toolset = Toolset("setup", "Runs that work out a repository's setup commands or explain a sandbox's setup logs.")
+toolset = Toolset("setup", "Runs that work out a repository's setup commands or explain a sandbox's setup logs.",
+                  budget=230)
 
 
 @toolset.tool("Generate setup commands", "generate_setup_commands", run_field="agent_run_id")
