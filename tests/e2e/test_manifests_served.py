@@ -157,7 +157,9 @@ def _signs_in_at(server: HttpServer, url: str) -> None:
 
 def test_the_registry_entrys_remote_url_signs_in_with_oauth(deployment: HttpServer) -> None:
     (remote,) = manifest_json("server.json")["remotes"]
-    assert "headers" not in remote
+    asked = {header["name"].lower(): header for header in remote.get("headers", [])}
+    assert "authorization" not in asked, "OAuth brings the token: the registry must not ask for one"
+    assert not [name for name, header in asked.items() if header.get("isRequired")], asked
     _signs_in_at(deployment, _filled(remote["url"], {"host": REMOTE_URL.split("/")[2]}))
 
 
