@@ -11,9 +11,10 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar, overload
 
 from pydantic import BeforeValidator, ValidationError, validate_call
+from pydantic_core import ErrorDetails
 
 from .credentials import Credentials
 from .errors import InvalidRequestError, OperationFailedError
@@ -62,6 +63,7 @@ from .transport import ApiTransport, Query, require_org_id
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -78,7 +80,8 @@ def _checked(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         try:
             return await validated()(*args, **kwargs)
         except ValidationError as exc:  # responses are read by the transport, so this is about the arguments
-            errors = [{**error, "loc": named(error["loc"])} for error in exc.errors(include_url=False)]
+            errors: list[ErrorDetails] = [{**error, "loc": named(error["loc"])}
+                                          for error in exc.errors(include_url=False)]
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
             raise InvalidRequestError(f"{method.__name__}: {problems}", details=errors,
                                       operation=method.__name__) from None
@@ -127,8 +130,16 @@ class AgentAutomationClient:
     def single_attempt(self) -> AgentAutomationClient:
         return replace(self, once=True)
 
+    @overload
     async def _call(self, name: str, *, path: dict[str, int] | None = None, query: Query | None = None,
-                    json: Any = None, model: Any = None) -> Any:
+                    json: Any = None, model: type[T]) -> T: ...
+
+    @overload
+    async def _call(self, name: str, *, path: dict[str, int] | None = None, query: Query | None = None,
+                    json: Any = None, model: None = None) -> object: ...
+
+    async def _call(self, name: str, *, path: dict[str, int] | None = None, query: Query | None = None,
+                    json: Any = None, model: type[T] | None = None) -> T | object:
         op = OPERATIONS[name]
         credentials = await self._credentials_for(op)
         if "org_id" in op.query:  # a few operations take the organisation in the query, not the path
@@ -336,6 +347,6 @@ def _dump(webhooks: list[WebhookOverride] | None) -> list[dict[str, Any]] | None
     return None if webhooks is None else [w.model_dump(exclude_none=True) for w in webhooks]
 
 
-def _as_object(data: Any) -> dict[str, Any]:
+def _as_object(data: object) -> dict[str, Any]:
     """Untyped success bodies: keep an object as it is, wrap anything else so callers get one shape."""
     return data if isinstance(data, dict) else {"result": data}

@@ -21,7 +21,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import anyio
 import httpx2
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .settings import ApiSettings
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 USER_AGENT: Final = "agent-automation-mcp/0.1"
 MAX_RETRIES: Final = 2  # after the first attempt, for failures that are safe to repeat
@@ -164,9 +165,19 @@ class ApiTransport:
         if self.pacer is not None:
             await self.pacer.aclose()
 
+    @overload
     async def send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None = None,
                    query: Query | None = None, json: Any = None, deadline: float | None = None,
-                   bulk: bool = False, once: bool = False, model: Any = None) -> Any:
+                   bulk: bool = False, once: bool = False, model: type[T]) -> T: ...
+
+    @overload
+    async def send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None = None,
+                   query: Query | None = None, json: Any = None, deadline: float | None = None,
+                   bulk: bool = False, once: bool = False, model: None = None) -> object: ...
+
+    async def send(self, op: Operation, credentials: Credentials, *, path: Mapping[str, int] | None = None,
+                   query: Query | None = None, json: Any = None, deadline: float | None = None,
+                   bulk: bool = False, once: bool = False, model: type[T] | None = None) -> T | object:
         """Send `op` for `credentials` and return the decoded JSON body (read as `model` if given, so a shape
         we cannot read is reported with the status that came with it), or raise an `ApiError`.
 
@@ -293,7 +304,7 @@ class ApiTransport:
         send.retries += 1
         return True
 
-    def _answer(self, send: _Send, outcome: _Outcome, model: Any) -> Any:
+    def _answer(self, send: _Send, outcome: _Outcome, model: type[T] | None) -> T | object:
         """The decoded body of a 2xx, or the `ApiError` that says what is known."""
         op, secret, response = send.op, send.credentials.token, outcome.response
         if response is None:
@@ -493,11 +504,11 @@ def _error_from_response(op: Operation, response: httpx2.Response, secret: str) 
     return error_type(_message(response, secret), status=status, details=details, operation=op.name)
 
 
-def _read(op: Operation, response: httpx2.Response, model: Any) -> Any:
+def _read(op: Operation, response: httpx2.Response, model: type[T] | None) -> T | object:
     if not response.content:
         raise unreadable_answer(op, response.status_code, "no body")
     try:
-        body = response.json()
+        body: object = response.json()
     except ValueError:
         raise unreadable_answer(op, response.status_code, "a body that is not JSON") from None
     if model is None:
@@ -509,9 +520,15 @@ def _read(op: Operation, response: httpx2.Response, model: Any) -> Any:
             from None
 
 
-@functools.lru_cache(maxsize=64)
-def _adapter(model: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(model)
+# Each model's adapter, built at its first answer: as many as the client's models, a bounded set.
+_ADAPTERS: Final[dict[type[Any], TypeAdapter[Any]]] = {}
+
+
+def _adapter(model: type[T]) -> TypeAdapter[T]:
+    adapter = _ADAPTERS.get(model)
+    if adapter is None:
+        adapter = _ADAPTERS[model] = TypeAdapter(model)
+    return adapter
 
 
 def unreadable_answer(op: Operation, status: int, what: str) -> ApiError:
