@@ -104,7 +104,8 @@ def test_the_operations_guide_names_every_refusal_reason() -> None:
 
 
 def test_the_operations_guide_lists_every_family_with_its_labels() -> None:
-    """docs/operations.md's table of series is `FAMILIES` (remote/metrics.py): a new family needs its row."""
+    """docs/operations.md's table of series is `FAMILIES` (remote/metrics.py, the families `Metrics` declares): a new
+    family needs its row."""
     guide = (REMOTE.parents[2] / "docs" / "operations.md").read_text()
     rows = {name: set(re.findall(r"`(\w+)`", labels))
             for names, labels in re.findall(r"^\| (`agent_automation_.*?) \| (.*?) \|", guide, re.M)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final, Generic, TypeVar, cast, overload
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -48,109 +48,120 @@ BUDGETED_SIGNIN: Final = ("authorize", "consent", "token", "register", "revoke")
 BUDGET_REFUSALS: Final = (("429", "rate_limited"), ("503", "unavailable"))
 
 
-@dataclass(frozen=True, slots=True)
-class Family:
-    """A metric family as /metrics names it; `zeros`: the label values exported at 0 from the start."""
+M = TypeVar("M", bound=MetricWrapperBase)
 
-    kind: type[Counter] | type[Gauge] | type[Histogram]
+
+@dataclass(frozen=True, slots=True)
+class Family(Generic[M]):
+    """A metric family as /metrics names it, declared as an attribute of `Metrics`; `zeros`: the label values
+    exported at 0 from the start."""
+
+    kind: type[M]
     name: str
     help: str
     labels: tuple[str, ...] = ()
-    buckets: tuple[float, ...] | None = None
+    buckets: tuple[float, ...] | None = None  # a histogram's
     zeros: tuple[tuple[str, ...], ...] = ()
 
-    def build(self, registry: CollectorRegistry) -> Any:
-        buckets = {"buckets": self.buckets} if self.buckets is not None else {}
-        return self.kind(self.name, self.help, self.labels, registry=registry, **buckets)
+    def build(self, registry: CollectorRegistry) -> M:
+        kind = self.kind
+        if self.buckets is not None and issubclass(kind, Histogram):
+            return kind(self.name, self.help, self.labels, registry=registry, buckets=self.buckets)
+        return kind(self.name, self.help, self.labels, registry=registry)
 
+    if TYPE_CHECKING:  # `Metrics` builds each family into its instance's attribute of the same name
+        @overload
+        def __get__(self, metrics: None, owner: type[Metrics]) -> Family[M]: ...
 
-# Every family a replica exports, by the `Metrics` attribute that holds it; adding one is a row here and a method
-# that counts it.
-FAMILIES: Final = {
-    "tool_calls": Family(Counter, "agent_automation_tool_calls", "Tool calls by tool and outcome (ok or error kind).",
-                         ("tool", "outcome")),
-    "calls_in_flight": Family(Gauge, "agent_automation_tool_calls_in_flight", "Tool calls running now."),
-    "task_requests": Family(
-        Counter, "agent_automation_task_requests", "Task requests (tasks/get, tasks/result, tasks/list, tasks/cancel) "
-        "by method and outcome (ok, rate_limited, invalid_params, still_working...).", ("method", "outcome")),
-    "task_requests_in_flight": Family(Gauge, "agent_automation_task_requests_in_flight",
-                                      "Task requests being answered now (tasks/result waits up to 35 s)."),
-    "task_request_duration": Family(Histogram, "agent_automation_task_request_duration_seconds",
-                                    "How long task requests took, by method.", ("method",), CALL_BUCKETS),
-    "upstream_requests": Family(
-        Counter, "agent_automation_upstream_requests", "Requests sent to the service, once per rate-limit bucket they "
-        "count against, by HTTP status (or timeout, connection).", ("bucket", "status")),
-    "pacing_wait": Family(Histogram, "agent_automation_pacing_wait_seconds",
-                          "How long requests waited for their turn under the rate limits.", buckets=PACING_BUCKETS),
-    "call_duration": Family(Histogram, "agent_automation_tool_call_duration_seconds",
-                            "How long tool calls took, by tool.", ("tool",), CALL_BUCKETS),
-    "responses": Family(Counter, "agent_automation_http_responses", "Answers to /mcp requests by HTTP status.",
-                        ("status",), zeros=tuple((status,) for status in dict.fromkeys(
-                            (*(status for status, _ in REFUSALS), "200", "202", "500")))),
-    "refused": Family(
-        Counter, "agent_automation_http_refused", "/mcp requests refused before or by the MCP SDK, by HTTP status and "
-        f"reason ({', '.join(dict.fromkeys(reason for _, reason in REFUSALS))}, other).", ("status", "reason"),
-        zeros=REFUSALS),
-    "token_checks": Family(
-        Counter, "agent_automation_token_checks", "Questions to the service whether a token is valid, by verdict "
-        "(accepted, refused, or undecided: the service could not answer and the request went on).", ("verdict",),
-        zeros=tuple((verdict,) for verdict in VERDICTS.values())),
-    "verdicts_recalled": Family(
-        Counter, "agent_automation_token_verdicts_recalled", "Requests served on their token's earlier verdict (from "
-        "the last day) because the service could not answer its check."),
-    "listen_streams": Family(Gauge, "agent_automation_listen_streams",
-                             "Task listen streams (subscriptions/listen) open now on this replica."),
-    "listen_streams_limit": Family(Gauge, "agent_automation_listen_streams_limit",
-                                   "The most task listen streams one replica holds at once."),
-    "listen_refused": Family(
-        Counter, "agent_automation_listen_refused", "Task listen streams refused, by reason: tenant (its tenant, a "
-        "Codegen user, holds its share of this replica's streams) or replica (every stream of this replica is "
-        "taken).", ("reason",), zeros=tuple((reason,) for reason in LISTEN_REFUSALS)),
-    "oauth_requests": Family(
-        Counter, "agent_automation_oauth_requests", "Requests to the sign-in endpoints (authorize, consent, token, "
-        "register, revoke, metadata), by HTTP status and reason (ok, or why it was refused: rate_limited, "
-        "invalid_grant, invalid_client, expired, too_large...).", ("endpoint", "status", "reason")),
-    "open_connections": Family(Gauge, "agent_automation_open_connections",
-                               "HTTP requests being served now on this replica, streams included."),
-    "open_streams": Family(Gauge, "agent_automation_open_streams", "Responses streaming (SSE) now on this replica."),
-    "redis_up": Family(Gauge, "agent_automation_redis_up",
-                       "1 while the shared pacing store answers, 0 when it does not or none is configured."),
-    "memory_limit": Family(Gauge, "agent_automation_memory_limit_bytes", "The memory this replica may use: the "
-                           "tightest limit of its cgroups (a container's), else the machine's; "
-                           "process_resident_memory_bytes is what it uses."),
-    "redis_state": Family(Gauge, "agent_automation_redis_state", "1 for the shared pacing store's state now: "
-                          "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
-                          ("state",)),
-    "redis_data_lost": Family(
-        Counter, "agent_automation_redis_data_lost", "Times this replica found that Redis had lost its data since it "
-        "last looked (its data's marker gone: restarted empty, failed over to an empty copy, flushed)."),
-    "clock_offset": Family(Gauge, "agent_automation_clock_offset_seconds",
-                           "This replica's clock less Redis' (TIME), at its last look; 0 without Redis."),
-}
+        @overload
+        def __get__(self, metrics: Metrics, owner: type[Metrics]) -> M: ...
+
+        def __get__(self, metrics: Metrics | None, owner: type[Metrics]) -> Family[M] | M: ...
 
 
 class Metrics:
-    """Implements the server's `CallObserver` (and so the transport's `TransportObserver`). Each family of
-    `FAMILIES` is the attribute its key names (`metrics.tool_calls`)."""
+    """Implements the server's `CallObserver` (and so the transport's `TransportObserver`). Each family below is
+    the attribute of its name (`metrics.tool_calls`, a `Counter`); adding one is a line here and a method that counts
+    it."""
+
+    tool_calls = Family(Counter, "agent_automation_tool_calls", "Tool calls by tool and outcome (ok or error kind).",
+                        ("tool", "outcome"))
+    calls_in_flight = Family(Gauge, "agent_automation_tool_calls_in_flight", "Tool calls running now.")
+    task_requests = Family(
+        Counter, "agent_automation_task_requests", "Task requests (tasks/get, tasks/result, tasks/list, tasks/cancel) "
+        "by method and outcome (ok, rate_limited, invalid_params, still_working...).", ("method", "outcome"))
+    task_requests_in_flight = Family(Gauge, "agent_automation_task_requests_in_flight",
+                                     "Task requests being answered now (tasks/result waits up to 35 s).")
+    task_request_duration = Family(Histogram, "agent_automation_task_request_duration_seconds",
+                                   "How long task requests took, by method.", ("method",), CALL_BUCKETS)
+    upstream_requests = Family(
+        Counter, "agent_automation_upstream_requests", "Requests sent to the service, once per rate-limit bucket they "
+        "count against, by HTTP status (or timeout, connection).", ("bucket", "status"))
+    pacing_wait = Family(Histogram, "agent_automation_pacing_wait_seconds",
+                         "How long requests waited for their turn under the rate limits.", buckets=PACING_BUCKETS)
+    call_duration = Family(Histogram, "agent_automation_tool_call_duration_seconds",
+                           "How long tool calls took, by tool.", ("tool",), CALL_BUCKETS)
+    responses = Family(Counter, "agent_automation_http_responses", "Answers to /mcp requests by HTTP status.",
+                       ("status",), zeros=tuple((status,) for status in dict.fromkeys(
+                           (*(status for status, _ in REFUSALS), "200", "202", "500"))))
+    refused = Family(
+        Counter, "agent_automation_http_refused", "/mcp requests refused before or by the MCP SDK, by HTTP status and "
+        f"reason ({', '.join(dict.fromkeys(reason for _, reason in REFUSALS))}, other).", ("status", "reason"),
+        zeros=REFUSALS)
+    token_checks = Family(
+        Counter, "agent_automation_token_checks", "Questions to the service whether a token is valid, by verdict "
+        "(accepted, refused, or undecided: the service could not answer and the request went on).", ("verdict",),
+        zeros=tuple((verdict,) for verdict in VERDICTS.values()))
+    verdicts_recalled = Family(
+        Counter, "agent_automation_token_verdicts_recalled", "Requests served on their token's earlier verdict (from "
+        "the last day) because the service could not answer its check.")
+    listen_streams = Family(Gauge, "agent_automation_listen_streams",
+                            "Task listen streams (subscriptions/listen) open now on this replica.")
+    listen_streams_limit = Family(Gauge, "agent_automation_listen_streams_limit",
+                                  "The most task listen streams one replica holds at once.")
+    listen_refused = Family(
+        Counter, "agent_automation_listen_refused", "Task listen streams refused, by reason: tenant (its tenant, a "
+        "Codegen user, holds its share of this replica's streams) or replica (every stream of this replica is "
+        "taken).", ("reason",), zeros=tuple((reason,) for reason in LISTEN_REFUSALS))
+    oauth_requests = Family(
+        Counter, "agent_automation_oauth_requests", "Requests to the sign-in endpoints (authorize, consent, token, "
+        "register, revoke, metadata), by HTTP status and reason (ok, or why it was refused: rate_limited, "
+        "invalid_grant, invalid_client, expired, too_large...).", ("endpoint", "status", "reason"))
+    open_connections = Family(Gauge, "agent_automation_open_connections",
+                              "HTTP requests being served now on this replica, streams included.")
+    open_streams = Family(Gauge, "agent_automation_open_streams", "Responses streaming (SSE) now on this replica.")
+    redis_up = Family(Gauge, "agent_automation_redis_up",
+                      "1 while the shared pacing store answers, 0 when it does not or none is configured.")
+    memory_limit = Family(Gauge, "agent_automation_memory_limit_bytes", "The memory this replica may use: the "
+                          "tightest limit of its cgroups (a container's), else the machine's; "
+                          "process_resident_memory_bytes is what it uses.")
+    redis_state = Family(Gauge, "agent_automation_redis_state", "1 for the shared pacing store's state now: "
+                         "reachable, unreachable, never reached (since start: a wrong URL?) or not configured.",
+                         ("state",))
+    redis_data_lost = Family(
+        Counter, "agent_automation_redis_data_lost", "Times this replica found that Redis had lost its data since it "
+        "last looked (its data's marker gone: restarted empty, failed over to an empty copy, flushed).")
+    clock_offset = Family(Gauge, "agent_automation_clock_offset_seconds",
+                          "This replica's clock less Redis' (TIME), at its last look; 0 without Redis.")
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes and the rest, read at each scrape
         # Each labelled series, found once: `labels()` cost several times the count it finds, several times a call.
         # As many as the labels' values: tools, outcomes, buckets, statuses, reasons (a bounded set, as exported).
-        self._series: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
+        self._series: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
         for attribute, family in FAMILIES.items():
             metric = family.build(self.registry)
             setattr(self, attribute, metric)
             for values in family.zeros:
                 self._labelled(metric, *values)
 
-    def _labelled(self, metric: MetricWrapperBase, *values: str) -> Any:
+    def _labelled(self, metric: M, *values: str) -> M:
         """`metric.labels(*values)`, values in the order the metric declares its labels."""
         series = self._series.get((metric, values))
         if series is None:
             series = self._series[metric, values] = metric.labels(*values)
-        return series
+        return cast(M, series)  # `labels` answers its metric's own type; the cache holds every kind
 
     def expect(self, tools: Iterable[str], buckets: Iterable[str], *, sign_in: bool) -> None:
         """Export at 0 what this server can count: its tools' calls (ok, or failing on the service's side), its
@@ -230,3 +241,7 @@ class Metrics:
         for state in REDIS_STATES:
             self._labelled(self.redis_state, state).set(1 if state == redis_state else 0)
         return generate_latest(self.registry)
+
+
+# Every family a replica exports, by the `Metrics` attribute that holds it.
+FAMILIES: Final = {attribute: family for attribute, family in vars(Metrics).items() if isinstance(family, Family)}
