@@ -152,7 +152,9 @@ class SharedCache(Generic[V]):
 
         async def read(redis: Redis) -> list[Any]:
             async with redis.pipeline(transaction=False) as pipe:
-                return await pipe.get(self._key(key)).pttl(self._key(key)).execute()
+                pipe.get(self._key(key))  # queued: a pipeline's commands answer together, at `execute`
+                pipe.pttl(self._key(key))
+                return await pipe.execute()
 
         try:
             raw, ttl_ms = await self.store.ask(read)

@@ -21,6 +21,8 @@ from .logs import TenantIds, configure, say, use_tenant_ids
 from .settings_table import Parse, Setting
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from .remote.access import AccessMetrics
     from .remote.hosts import HostPolicy
     from .server import AgentAutomationServer
@@ -72,7 +74,7 @@ def _add_settings(parser: argparse.ArgumentParser, settings: type[Any]) -> None:
                                 metavar=setting.metavar, help=help)
 
 
-Settings = TypeVar("Settings")
+Settings = TypeVar("Settings", bound="DataclassInstance")
 
 
 def with_flags(settings: Settings, args: argparse.Namespace) -> Settings:
@@ -110,7 +112,7 @@ def _toolsets_epilog() -> str:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """`command`: the subcommand being run, so the sandbox (slow to import) is loaded only when it is needed."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)  # the subcommands' parent, of their class (as typeshed's add_parser asks)
     _add_settings(common, LogSettings)
     parser = argparse.ArgumentParser(
         prog=PROG, description="MCP server for the Agent Automation Service (Codegen's API).",

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
 from .sandbox import SandboxConfig, SandboxServer
 
@@ -31,16 +31,17 @@ class Session:
     def __init__(self, client: Client) -> None:
         self.client = client
 
-    async def call(self, name: str, arguments: dict[str, Any], *, progress: bool = False) -> dict[str, Any]:
+    async def call(self, name: str, arguments: dict[str, Any], *, show_progress: bool = False) -> dict[str, Any]:
         _show(f"\n→ {name}({', '.join(f'{k}={json.dumps(v)}' for k, v in arguments.items())})")
 
-        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             _show(f"    … {message}")
 
         result: CallToolResult = await self.client.call_tool(
-            name, arguments, progress_callback=on_progress if progress else None)
+            name, arguments, progress_callback=on_progress if show_progress else None)
         marker = "✗" if result.is_error else "←"
-        _show(f"  {marker} {result.content[0].text if result.content else ''}")
+        first = result.content[0] if result.content else None
+        _show(f"  {marker} {first.text if isinstance(first, TextContent) else ''}")
         return result.structured_content or {}
 
 
@@ -68,7 +69,7 @@ async def _walk_through(s: Session) -> None:
     run = await s.call("create_agent_run", {"prompt": "Add a CONTRIBUTING.md that explains how to run the tests",
                                              "repo_id": repo_id})
     run_id = run["id"]
-    run = await s.call("get_agent_run", {"agent_run_id": run_id, "wait_seconds": 30}, progress=True)
+    run = await s.call("get_agent_run", {"agent_run_id": run_id, "wait_seconds": 30}, show_progress=True)
 
     skip: int | None = 0
     for _ in range(3):  # the trace, page by page
@@ -78,7 +79,7 @@ async def _walk_through(s: Session) -> None:
         if skip is None:
             break
     await s.call("get_agent_run_logs", {"agent_run_id": run_id, "message_types": ["FINAL_ANSWER", "ERROR"],
-                                        "all_pages": True}, progress=True)
+                                        "all_pages": True}, show_progress=True)
 
     await s.call("ban_checks", {"agent_run_id": run_id})
     await s.call("unban_checks", {"agent_run_id": run_id})

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from mcp.server import MCPServer
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import (
@@ -40,7 +40,6 @@ GetPromptHandler = Callable[[ServerRequestContext[Any], GetPromptRequestParams],
                             Awaitable[GetPromptResult | InputRequiredResult]]
 CompletionHandler = Callable[[ServerRequestContext[Any], CompleteRequestParams], Awaitable[CompleteResult]]
 InstructionsWriter = Callable[[ServerRequestContext[Any, Any]], Awaitable[str]]
-Middleware = Callable[[ServerRequestContext[Any, Any], CallNext], Awaitable[HandlerResult]]
 INSTRUCTED: Final = ("initialize", "server/discover")  # the answers that carry instructions: 2025-11-25, 2026-07-28
 
 
@@ -79,7 +78,7 @@ def serve_completions(server: MCPServer[Any], handler: CompletionHandler) -> Non
     lowlevel(server).add_request_handler("completion/complete", CompleteRequestParams, handler)
 
 
-def instructions_per_request(write: InstructionsWriter) -> Middleware:
+def instructions_per_request(write: InstructionsWriter) -> ServerMiddleware[Any]:
     """A middleware giving `initialize` and `server/discover` the instructions `write` makes for the request asking.
 
     `MCPServer` sends the text it was built with, and its runner answers `initialize` itself, with no handler to

@@ -390,9 +390,8 @@ PAUSED: Final = "input_required"  # the call asked the user a question; not a fi
 
 def _protocol_outcome(exc: MCPError) -> str:
     error = exc.data.get("error") if isinstance(exc.data, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("kind"), str):
-        return error["kind"]
-    return PROTOCOL_OUTCOMES.get(exc.code, "error")
+    kind = error.get("kind") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else PROTOCOL_OUTCOMES.get(exc.code, "error")
 
 
 def _outcome(result: CallToolResult | InputRequiredResult | None) -> str:

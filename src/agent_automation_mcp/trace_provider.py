@@ -20,7 +20,7 @@ from typing import Final
 from opentelemetry.context import Context
 from opentelemetry.sdk.environment_variables import OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Link, SpanKind, Status, get_current_span
@@ -78,8 +78,8 @@ class BoundedSpans(SpanProcessor):
     def __init__(self, then: SpanProcessor) -> None:
         self.then = then
 
-    def on_start(self, span: object, parent_context: Context | None = None) -> None:
-        self.then.on_start(span, parent_context)  # type: ignore[arg-type]
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.then.on_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
         self.then.on_end(bounded(span))

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import pytest
 from mcp import Client
+from mcp.types import CallToolResult
 from pydantic import BaseModel
 
 from agent_automation_mcp.api import models
@@ -87,6 +88,20 @@ def test_a_stop_is_sent_by_the_run_id_alone() -> None:
 
 async def _a_handler() -> None:
     """A handler for the declarations above."""
+
+
+async def _a_handler_without_a_model() -> Annotated[CallToolResult, "a run"]:
+    """A handler whose result names no model."""
+    raise AssertionError("never called")
+
+
+def test_a_result_annotated_with_no_model_is_refused_naming_the_tool() -> None:
+    toolset = Toolset("webhooks", "scratch")
+    toolset.tool("Read", "get_agent_run")(_a_handler_without_a_model)
+    with pytest.raises(TypeError, match=rf"tool _a_handler_without_a_model in {source_file(_a_handler_without_a_model)}"
+                                        r": its result must be annotated Annotated\[CallToolResult, Model\], Model a "
+                                        r"pydantic model; got 'a run'"):
+        toolset.tools[0].output  # noqa: B018  # the property refuses
 
 
 @pytest.mark.anyio

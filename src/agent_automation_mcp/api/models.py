@@ -102,7 +102,7 @@ class AgentRun(Resource):
     github_pull_requests: list[PullRequest] | None = None
     metadata: dict[str, Any] | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over @property (as pydantic documents)
     @property
     def is_terminal(self) -> bool:
         """True once the run has finished (`statuses`: any ending, failures included), whatever the casing."""
@@ -136,7 +136,7 @@ class LogPage(Resource):
     size: int | None = None
     pages: int | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy takes no decorator over @property (as pydantic documents)
     @property
     def is_terminal(self) -> bool:
         return is_finished(self.status)

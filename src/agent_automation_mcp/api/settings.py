@@ -23,15 +23,15 @@ TRUE_WORDS: Final = ("1", "true", "yes", "on")
 FALSE_WORDS: Final = ("0", "false", "no", "off")
 
 
-def parse_flag(name: str, value: str) -> bool:
+def parse_flag(name: str | None, value: str) -> bool:
     """A boolean that fails closed: a value that is not clearly true or false is refused, so a typo in a safety
-    switch (`AGENT_AUTOMATION_READ_ONLY=y`) cannot silently leave it off."""
+    switch (`AGENT_AUTOMATION_READ_ONLY=y`) cannot silently leave it off. A `Parse`: `name` is None for a flag."""
     if value.lower() in TRUE_WORDS:
         return True
     if value.lower() in FALSE_WORDS:
         return False
-    raise ValueError(f"{name} must be one of {', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), "
-                     f"got {value[:40]!r}")
+    raise ValueError(f"{f'{name} must be ' if name else ''}one of {', '.join(TRUE_WORDS)} (on) or "
+                     f"{', '.join(FALSE_WORDS)} (off), got {value[:40]!r}")
 
 
 def parse_org_id(value: str | None) -> int | None:

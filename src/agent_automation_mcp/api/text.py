@@ -28,14 +28,18 @@ def visible(text: str) -> str:
     return _HIDDEN.sub("", text)
 
 
-def visible_tree(value: Any) -> Any:
-    """`visible` applied to every string (keys too) of decoded JSON."""
+def visible_tree(value: dict[str, Any]) -> dict[str, Any]:
+    """`visible` applied to every string (keys too) of a decoded JSON object."""
+    return {visible(key): _visible_value(item) for key, item in value.items()}
+
+
+def _visible_value(value: Any) -> Any:
     if isinstance(value, str):
         return visible(value)
     if isinstance(value, dict):
-        return {visible_tree(key): visible_tree(item) for key, item in value.items()}
+        return visible_tree(value)
     if isinstance(value, list):
-        return [visible_tree(item) for item in value]
+        return [_visible_value(item) for item in value]
     return value
 
 

@@ -175,7 +175,7 @@ class RedisLedger:
             try:
                 keys, args = bucket_keys(token_key, buckets), self._args(token_key, buckets, bulk, 0, ahead)
                 asked = time.monotonic()
-                answer, wait = await self._acquire(keys=keys, args=args)
+                answer, wait = await self._acquired(keys, args)
                 self._answered(asked)
                 if answer == _FORGOTTEN:
                     self._forgotten()
@@ -194,7 +194,7 @@ class RedisLedger:
             for bucket in buckets:
                 args += [self.limits[bucket].count, round(self.limits[bucket].window * _US)]
             try:
-                wait = await self._penalise(keys=bucket_keys(token_key, buckets), args=args) / _US
+                wait: float = await self._penalise(keys=bucket_keys(token_key, buckets), args=args) / _US
             except UNREACHABLE as exc:
                 self._lost(exc)
             else:  # the local ledger holds the pause too, should Redis go
@@ -244,7 +244,7 @@ class RedisLedger:
         asked = time.monotonic()
         # Shielded: once the script has run, its answer must come back, or a cancelled caller stays charged.
         with anyio.CancelScope(shield=True):
-            charged, value = await self._acquire(keys=keys, args=self._args(token_key, buckets, bulk, 1, 0))
+            charged, value = await self._acquired(keys, self._args(token_key, buckets, bulk, 1, 0))
         self._answered(asked)
         if charged == _FORGOTTEN:
             self._forgotten()
@@ -268,6 +268,12 @@ class RedisLedger:
             await self._settle(keys=bucket_keys(token_key, buckets), args=[bound, _OUTCOMES[outcome]])
         except UNREACHABLE as exc:
             logger.debug("could not settle a send in Redis; it keeps its bound there: %s", exc)
+
+    async def _acquired(self, keys: list[str], args: list[int | float]) -> tuple[int, int]:
+        """acquire.lua's answer (redis-py's scripts answer untyped): 1 and the bound it logged (µs) when it charged,
+        0 and the wait (µs) when it did not, or `_FORGOTTEN` when Redis lacks sends of ours."""
+        charged, value = await self._acquire(keys=keys, args=args)
+        return charged, value
 
     def _args(self, token_key: str, buckets: Sequence[str], bulk: bool, charge: int,
               ahead: int) -> list[int | float]:

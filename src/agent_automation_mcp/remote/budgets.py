@@ -174,15 +174,15 @@ class AddressBudgets:
         """As the script does, in this process: the logs hold instants, oldest first, at most their limit."""
         now = time.monotonic()
         waits = {key: log[0] + budget.window - now for key, limit in limits.items()
-                 if len(log := self._logs.get(key, ())) >= limit}
+                 if (log := self._logs.get(key)) is not None and len(log) >= limit}
         longest = max(waits, key=waits.__getitem__, default=None)
         if longest is not None and waits[longest] > 0:
             raise OverBudget(budget.purpose, waits[longest], _scope(longest))
         for key, limit in limits.items():
             self._logs.setdefault(key, deque(maxlen=limit)).append(now)
         if len(self._logs) > LOCAL_LOGS:  # logs whose last request left the window hold nothing
-            longest = max(budget.window for budget in self.budgets.values())
-            for key in [key for key, log in self._logs.items() if log[-1] + longest <= now]:
+            widest = max(budget.window for budget in self.budgets.values())
+            for key in [key for key, log in self._logs.items() if log[-1] + widest <= now]:
                 del self._logs[key]
 
 

@@ -35,7 +35,7 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     _timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn types it
         super().connection_made(transport)
         self._start_clock(HEADER_SECONDS, self._headers_too_slow)
 

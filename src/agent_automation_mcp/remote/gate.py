@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import logs, tracing
 from ..api.credentials import Credentials
+from ..api.transport import ApiTransport
 from ..caller import Caller, caller_in, hand_on
 from ..config import DEFAULT_BODY_BYTES_HELD, DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUESTS_PER_TOKEN
 from ..headers import AUTHORIZATION, HeaderError, bearer_token, header_dict, organization_id, repository_id
@@ -207,15 +208,18 @@ class McpGate(HttpMiddleware):
         token = bearer_token(request.headers)
         if token is None:
             return self.no_token
+        state = self.server.state
+        if state is None:  # the lifespan ended after `_serving` let the request in
+            return await self._serving(request)
         scope = request.scope
         address = client_address(scope)  # the socket's peer, or what a trusted proxy says (--trusted-proxy)
-        transport = self.server.state.transport
+        transport = state.transport
         try:
             if self.sign_in is not None and self.sign_in.owns(token):
                 admitted = await self.sign_in.admit(scope, token, organization_id(request.headers), transport,
                                                     self.verdicts, address)
             else:
-                admitted = await self._bearer(token, request.headers, address)
+                admitted = await self._bearer(token, request.headers, address, transport)
         except OverBudget as exc:
             return _too_many(exc, f"too many unknown API tokens {exc.whose} were checked with the service in the "
                              "last minute; this one was not checked yet",
@@ -227,9 +231,10 @@ class McpGate(HttpMiddleware):
         scope["headers"] = [(name, value) for name, value in scope["headers"] if name.lower() != AUTHORIZATION.encode()]
         return None
 
-    async def _bearer(self, token: str, headers: Mapping[str, str], address: str | None) -> Caller | Refused:
+    async def _bearer(self, token: str, headers: Mapping[str, str], address: str | None,
+                      transport: ApiTransport) -> Caller | Refused:
         """A service token sent as it is (`--auth request`, or beside sign-ins)."""
-        verdict = await self.verdicts.verdict(self.server.state.transport, token, address)
+        verdict = await self.verdicts.verdict(transport, token, address)
         if not verdict.accepted:
             return self.token_refused
         named = organization_id(headers)

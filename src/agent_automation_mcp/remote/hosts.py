@@ -83,7 +83,7 @@ class HostPolicy:
         return cls(frozenset(hosts) if hosts else None, frozenset(origins))
 
     def refusal(self, host: str | None, origin: str | None) -> Refused | None:
-        if self.hosts is not None and not self._host_allowed(host):
+        if self.hosts is not None and not _host_allowed(self.hosts, host):
             shown = (host or "")[:100]
             return refusal(421, f"this server does not answer to the Host {shown!r}",
                            "If that is this server's name, start it with --allowed-host NAME (or "
@@ -95,16 +95,17 @@ class HostPolicy:
                            "(or AGENT_AUTOMATION_ALLOWED_ORIGINS).")
         return None
 
-    def _host_allowed(self, host: str | None) -> bool:
-        parsed = split_authority(host) if host else None
-        return parsed is not None and ((parsed[0], None) in self.hosts or parsed in self.hosts)  # type: ignore[operator]
-
     def _origin_allowed(self, origin: str) -> bool:
         try:
             scheme, name, port = _origin(origin)
         except ValueError:
             return False
         return (scheme, name, None) in self.origins or (scheme, name, port) in self.origins
+
+
+def _host_allowed(hosts: frozenset[tuple[str, int | None]], host: str | None) -> bool:
+    parsed = split_authority(host) if host else None
+    return parsed is not None and ((parsed[0], None) in hosts or parsed in hosts)
 
 
 def _origin(value: str) -> tuple[str, str, int | None]:

@@ -69,7 +69,8 @@ class RpcRequest:
     def _message(cls, scan: Scan, at: int) -> RpcRequest:
         method: Text | None = None
         name: Text | None = None
-        id_chars, trace = 0, {}
+        id_chars = 0
+        trace: Mapping[str, str] = {}
         for member in scan.members(at, ENVELOPE):  # a repeated member: the last one counts, as for the SDK
             if member.key == "method":
                 method = _kept(scan, member)
@@ -78,7 +79,8 @@ class RpcRequest:
                 id_chars = len(value) if value is not None else member.end - member.start
             else:
                 name, trace = _params(scan, member)
-        return cls(MESSAGE, *(method or (None, 0)), *(name or (None, 0)), id_chars, trace)
+        (method_kept, method_chars), (name_kept, name_chars) = method or (None, 0), name or (None, 0)
+        return cls(MESSAGE, method_kept, method_chars, name_kept, name_chars, id_chars, trace)
 
     @property
     def called_tool(self) -> str | None:

@@ -32,7 +32,7 @@ from .metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
-FINAL_SHUTDOWN_SECONDS = 1.0  # after the drain, for uvicorn to close what is left
+FINAL_SHUTDOWN_SECONDS = 1  # after the drain, for uvicorn to close what is left (whole seconds, as uvicorn takes it)
 # A drain lasts at least this long, even with nothing in flight: until the shipped HAProxy's health checks (fall 2
 # at fastinter 500 ms) have taken the replica out, a request may already be on its way to it, and exiting then
 # would drop it unanswered instead of answering 503 for the balancer to send elsewhere.

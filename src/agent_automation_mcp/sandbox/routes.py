@@ -123,7 +123,7 @@ def _endpoint(op: Operation, endpoint: Endpoint, state: SandboxState) -> Any:
             response = exc.response()
 
         if fault == "malformed" and response.status_code == HTTPStatus.OK:
-            response.body = malformed(response.body)
+            response.body = malformed(bytes(response.body))
             response.headers["content-length"] = str(len(response.body))
         elif fault == "empty" and response.status_code == HTTPStatus.OK:
             response = Response(status_code=HTTPStatus.ACCEPTED)

@@ -51,7 +51,8 @@ class SandboxServer:
 
     @property
     def state(self) -> SandboxState:
-        return self.app.state.sandbox
+        state: SandboxState = self.app.state.sandbox  # Starlette's state holds anything: the app put this there
+        return state
 
     @property
     def url(self) -> str:

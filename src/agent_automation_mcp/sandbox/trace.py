@@ -88,6 +88,7 @@ def _pick(rng: random.Random, options: tuple[str, ...]) -> str:
 def _action(rng: random.Random, ctx: TraceContext, **_: Any) -> Fields:
     path = _pick(rng, _FILES)
     tool = rng.randrange(4)
+    tool_input: Fields
     if tool == 0:
         name, tool_input = "ripgrep_search", {"query": _pick(rng, ("def ", "TODO", "import ", "raise ")), "path": "src"}
         output: dict[str, Any] = {"matches": rng.randint(0, 40), "files": [path]}

@@ -12,7 +12,18 @@ from typing import Any
 from . import ids
 from .config import SandboxConfig
 from .entities import LogSandbox, OAuthToken, Organization, PullRequest, Repository, User, Webhook
-from .lifecycle import LONG_TRACE_STEP, MOVING, Run, advance, end_now, fill_long_trace, format_time, plan_segment, stop
+from .lifecycle import (
+    LONG_TRACE_STEP,
+    MOVING,
+    Run,
+    TimeStyle,
+    advance,
+    end_now,
+    fill_long_trace,
+    format_time,
+    plan_segment,
+    stop,
+)
 
 
 @dataclass
@@ -165,7 +176,7 @@ class World:
                 run_id: int | None = None) -> Run:
         if run_id is None:
             run_id, self.next_run_id = self.next_run_id, self.next_run_id + 1
-        style = "space" if run_id % 2 else "iso"
+        style: TimeStyle = "space" if run_id % 2 else "iso"
         run = Run(run_id, org_id, user_id, repo_id, prompt, source_type, format_time(wall, style), style,
                   metadata=metadata, model=model)
         self.runs[run_id] = run

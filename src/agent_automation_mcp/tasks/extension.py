@@ -71,7 +71,7 @@ STOP_SENT: Final = "Cancel was asked: {tool} asked the service to stop run {run}
 STOP_FAILED: Final = "Cancel was asked, but {tool} could not stop the run ({problem}){going}."
 MISSING_CAPABILITY: Final = -32021  # the spec's: the request needs a client capability it did not declare
 STILL_WORKING: Final = -32000  # implementation-defined: tasks/result gave up waiting
-LEGACY_CAPABILITIES: Final = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+LEGACY_CAPABILITIES: Final[dict[str, dict[str, Any]]] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 
 
 class TaskIdParams(RequestParams):

@@ -35,8 +35,10 @@ class TaskIndex:
         async def add(redis: Redis) -> None:
             async with redis.pipeline(transaction=True) as pipe:
                 key = self._key(token_key)
-                pipe.zadd(key, {task_id: created_ms}).zremrangebyscore(key, "-inf", oldest)
-                pipe.zremrangebyrank(key, 0, -MAX_TASKS - 1).pexpire(key, MAX_TTL_MS)
+                pipe.zadd(key, {task_id: created_ms})  # queued: a pipeline's commands answer together, at `execute`
+                pipe.zremrangebyscore(key, "-inf", oldest)
+                pipe.zremrangebyrank(key, 0, -MAX_TASKS - 1)
+                pipe.pexpire(key, MAX_TTL_MS)
                 await pipe.execute()
 
         try:
@@ -54,12 +56,12 @@ class TaskIndex:
         """Up to `PAGE_TASKS` ids from `start`, newest first, and whether more follow."""
         oldest = now_ms() - MAX_TTL_MS
         try:
-            ids = await self._store.ask(lambda redis: redis.zrevrangebyscore(
+            found = await self._store.ask(lambda redis: redis.zrevrangebyscore(
                 self._key(token_key), "+inf", oldest, start=start, num=PAGE_TASKS + 1))
         except RedisAway:
             pass
         else:
-            decoded = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+            decoded = [i.decode() if isinstance(i, bytes) else str(i) for i in found]
             return decoded[:PAGE_TASKS], len(decoded) > PAGE_TASKS
         held = sorted(((created, tid) for tid, created in (self._local.get(token_key) or {}).items()
                        if created > oldest), reverse=True)

@@ -165,7 +165,7 @@ class RunReads:
                 working = False
             finally:
                 with anyio.CancelScope(shield=True), contextlib.suppress(*self._store.failures):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
             await anyio.sleep(pause)
             pause = min(2 * pause, RELAY_PAUSES[1])
 
@@ -288,8 +288,10 @@ class _Listener:
         told = self._last.get(task_id)
         self._last[task_id] = state
         if told is None or told["status"] != state["status"]:
-            await self._session.send_notification(TaskStatusNotification(params={**state, "_meta": self.meta}),
-                                                  related_request_id=self._subscription_id)
+            notification = TaskStatusNotification(params={**state, "_meta": self.meta})
+            await self._session.send_notification(
+                notification,  # type: ignore[arg-type]  # the SDK types only the spec's notifications; it sends any
+                related_request_id=self._subscription_id)
 
     def close(self) -> None:
         self._send.close()

@@ -52,7 +52,10 @@ slot_waited: ContextVar[float] = ContextVar("slot_waited", default=0.0)
 
 
 class CallerResolver(Protocol):
-    organization_hint: str  # how this kind of caller picks an organisation, for the error that lists them
+    @property
+    def organization_hint(self) -> str:
+        """How this kind of caller picks an organisation, for the error that lists them."""
+        ...
 
     def credentials(self, ctx: Context[Any, Any]) -> Credentials:
         """The caller's token and, if known, organisation; `ConfigurationError` when there is none."""
@@ -268,7 +271,9 @@ class ServerState:
 
 
 def state_of(ctx: Context[Any, Any]) -> ServerState:
-    return ctx.request_context.lifespan_context
+    """The server's state, which its lifespan gives every request (tools annotate `ctx: Context`, the SDK's way)."""
+    state: ServerState = ctx.request_context.lifespan_context
+    return state
 
 
 def offers(ctx: Context[Any, Any], tool: str) -> bool:

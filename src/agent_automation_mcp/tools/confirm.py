@@ -50,10 +50,10 @@ def ask(ctx: Context[Any, Any], what_happens: str) -> Question:
 
 def require_confirmation(answer: Answer, tool: str) -> None:
     """Return if the user confirmed (or could not be asked); otherwise raise `cancelled`, before any request."""
-    confirmed = isinstance(answer, AcceptedElicitation) and answer.data.confirm
-    if confirmed:
-        how = "not asked" if answer.data is _NOT_ASKED else "confirmed"  # the SDK hands our own answer back
+    if isinstance(answer, AcceptedElicitation) and answer.data.confirm:
+        confirmed, how = True, "not asked" if answer.data is _NOT_ASKED else "confirmed"  # the SDK hands ours back
     else:
+        confirmed = False
         how = "declined" if isinstance(answer, AcceptedElicitation) or answer.action == "decline" else "cancelled"
     with tracing.span("confirmation", {"gen_ai.tool.name": tool, "agent_automation.confirmation.answer": how}):
         if not confirmed:

@@ -89,6 +89,9 @@ class ToolSpec:
         `Annotated[CallToolResult, Model]`, which the SDK validates results against; `tools/list` shows its outline
         (`tools/outlines.py`)."""
         (model,) = self.handler.__annotations__["return"].__metadata__  # resolved when declared (`Toolset.tool`)
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"tool {self.name} in {self.source}: its result must be annotated "
+                            f"Annotated[CallToolResult, Model], Model a pydantic model; got {model!r}")
         return model
 
     @property

@@ -104,7 +104,7 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     (other,) = [b for b in branches if b != {"type": "null"}]
     if not isinstance(other.get("type"), str) or "$ref" in other:
         return schema
-    merged = other | {k: v for k, v in schema.items() if k != "anyOf"}  # the outer description wins
+    merged: dict[str, Any] = other | {k: v for k, v in schema.items() if k != "anyOf"}  # the outer description wins
     merged["type"] = [other["type"], "null"]
     if "enum" in merged:
         merged["enum"] = [*merged["enum"], None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
@@ -71,7 +72,7 @@ class IntegrationList(Output):
     total_active_integrations: int | None = None
 
 
-def _count(items: list[object], total: int | None, following: int | None, what: str, plural: str) -> str:
+def _count(items: Sequence[object], total: int | None, following: int | None, what: str, plural: str) -> str:
     more = f"; next_skip={following}" if following is not None else ""
     return f"{counted(len(items), what, plural)} (of {total if total is not None else 'unknown'}){more}"
 

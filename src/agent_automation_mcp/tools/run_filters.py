@@ -120,7 +120,7 @@ def metadata_matches(metadata: Mapping[str, Any] | None, wanted: Mapping[str, An
     return metadata is not None and _matches(dict(metadata), dict(wanted), 0)
 
 
-def _matches(stored: Any, wanted: Any, depth: int) -> bool:
+def _matches(stored: object, wanted: object, depth: int) -> bool:
     if depth > MAX_DEPTH:
         return stored == wanted
     if isinstance(wanted, dict):

@@ -124,9 +124,9 @@ def _entries(before: Any, after: Any) -> EntryChanges | None:
         old = before if isinstance(before, list) else []
         return EntryChanges(added=[e for e in after if e not in old], removed=[e for e in old if e not in after])
     if isinstance(after, dict):
-        old = before if isinstance(before, dict) else {}
-        return EntryChanges(added=[k for k in after if k not in old], removed=[k for k in old if k not in after],
-                            changed=[k for k in after if k in old and old[k] != after[k]])
+        had = before if isinstance(before, dict) else {}
+        return EntryChanges(added=[k for k in after if k not in had], removed=[k for k in had if k not in after],
+                            changed=[k for k in after if k in had and had[k] != after[k]])
     return None
 
 

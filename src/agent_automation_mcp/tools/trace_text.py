@@ -107,7 +107,8 @@ def _lines(entries: list[dict[str, Any]], positions: Sequence[int] | None) -> tu
     folded: set[int] = set()  # positions whose line starts with #N because a value of it is folded
     lines: list[tuple[int | None, str]] = []
     minute = None
-    for entry, position in zip(entries, positions or [None] * len(entries), strict=False):
+    numbered: Sequence[int | None] = positions or [None] * len(entries)
+    for entry, position in zip(entries, numbered, strict=False):
         stamp, minute = when(entry.get("created_at"), minute)
         names = " ".join(flat(str(entry[key])) for key in ("message_type", "tool_name") if entry.get(key) is not None)
         line = " ".join(part for part in (stamp, names) if part)

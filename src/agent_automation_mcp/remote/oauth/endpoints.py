@@ -178,7 +178,8 @@ class Endpoints:
             return JSONResponse({"error": "invalid_target", "error_description": "this server issues tokens only "
                                  f"for {self.metadata.resource}"}, status_code=400,
                                 headers={"Cache-Control": "no-store"})
-        return await self.token_handler.handle(request)
+        answer: Response = await self.token_handler.handle(request)  # the SDK leaves `handle` unannotated
+        return answer
 
     async def revoke(self, request: Request) -> Response:
         """RFC 7009, for public clients too (no client_secret): the token itself is the authority, and either
@@ -239,8 +240,8 @@ class Endpoints:
                                          "was opened too long ago.", nonce), nonce, 403)
         sealed = form.get("request")
         opened = self.sealer.open(sealed) if isinstance(sealed, str) else None
-        step = json.loads(opened) if opened is not None else None
-        asked = AuthorizationRequest(**step["asked"]) if step is not None else None
+        step: dict[str, Any] = json.loads(opened) if opened is not None else {}  # as `_form` sealed it
+        asked = AuthorizationRequest(**step["asked"]) if step else None
         if asked is None or await self.grants.store.get(f"consent:{asked.page}") is None:
             note_reason("expired")
             return self._page(error_page(PAGE_GONE, nonce), nonce, 400)

@@ -25,7 +25,7 @@ from typing import Final
 
 from mcp.server.auth.provider import AuthorizationCode, RefreshToken, TokenError
 from mcp.shared.auth import OAuthToken
-from pydantic import Field
+from pydantic import AnyUrl, Field
 
 from ...state_seal import StateSeal
 from .cutoffs import Cutoffs
@@ -100,7 +100,7 @@ class Grants:
                          service_token: str, org_id: int | None, user: int | None = None) -> str:
         code = CODE_PREFIX + secrets.token_urlsafe(32)
         pending = PendingCode(code="", scopes=scopes, expires_at=time.time() + CODE_SECONDS, client_id=client_id,
-                              code_challenge=code_challenge, redirect_uri=redirect_uri,  # type: ignore[arg-type]
+                              code_challenge=code_challenge, redirect_uri=AnyUrl(redirect_uri),
                               redirect_uri_provided_explicitly=True, resource=self.resource,
                               sealed_token=self.sealer.seal(service_token), org_id=org_id, user=user)
         await self.store.put(f"code:{digest(code)}", pending.model_dump_json(), CODE_SECONDS)

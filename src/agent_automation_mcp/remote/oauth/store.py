@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar, cast
 
 from ...caching import ExpiringCache, RedisAway
 from .tokens import REFRESH_SECONDS
@@ -265,7 +265,8 @@ class RedisStore:
     async def ends_since(self, since: int) -> list[tuple[str, int]]:
         answer = await self._ask(lambda: self._redis.zrangebyscore(PREFIX + INDEX, since, "+inf", start=0,
                                                                    num=INDEX_PAGE, withscores=True))
-        return [(grant_id.decode(), int(at)) for grant_id, at in answer]
+        scored = cast(list[tuple[bytes, float]], answer)  # withscores: redis-py's type of the answer ignores it
+        return [(grant_id.decode(), int(at)) for grant_id, at in scored]
 
     async def restore(self, ends: Sequence[tuple[str, int]], chains: Sequence[tuple[str, int, float]]) -> None:
         async def put_back() -> None:
@@ -294,8 +295,9 @@ class RedisStore:
         await self._redis.aclose()
 
 
-def _text(value: bytes | None) -> str | None:
-    return value.decode() if value is not None else None
+def _text(value: bytes | str | None) -> str | None:
+    """A Redis answer as text: bytes from our client (redis-py types answers as text too, for clients that decode)."""
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _ms(seconds: float) -> int:
