@@ -32,7 +32,7 @@ import anyio
 import httpx2
 from connection_flood import probed_fleet, probes
 from fleet import ServerProcess
-from report import before_and_after
+from report import answer_counts, before_and_after
 
 from agent_automation_mcp.sandbox import SandboxServer
 
@@ -175,7 +175,7 @@ def render(rows: dict[str, Any], command: str) -> str:
              "failed of calls | answered: p50 / p90 | load |", "|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
         for flood, figures in row["floods"].items():
-            answers = ", ".join(f"{count:,} × {status}" for status, count in sorted(figures["statuses"].items()))
+            answers = answer_counts(figures["statuses"])
             cut = f" (cut at {figures['stopped_at']:.0f} s)" if figures["stopped_at"] is not None else ""
             lines.append(f"| {name} | {flood}{cut} | {answers} | {mib(figures['before_mib'])} → "
                          f"{mib(figures['peak_mib'])} → {mib(figures['after_mib'])} | {figures['upstream_checks']} | "

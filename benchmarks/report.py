@@ -46,6 +46,11 @@ def publish(section: str, path: Path | None) -> None:
         write_section(path, section)
 
 
+def answer_counts(statuses: dict[Any, int]) -> str:
+    """A flood's answers by status, as its table shows them: "1,029 × 401, 583 × 429"."""
+    return ", ".join(f"{count:,} × {status}" for status, count in sorted(statuses.items()) if count)
+
+
 def before_and_after(script: str, about: str, measure: Callable[[], Awaitable[Any]],
                      render: Callable[[dict[str, Any], str], str], argv: list[str] | None = None) -> int:
     """The command line of a benchmark that measures this tree and, with `--before SRC`, another source tree's code

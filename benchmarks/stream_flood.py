@@ -24,7 +24,7 @@ import httpx2
 from fleet import ServerProcess, balanced_fleet
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from report import before_and_after
+from report import answer_counts, before_and_after
 
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 
@@ -128,7 +128,7 @@ def render(rows: dict[str, Any], command: str) -> str:
              "p50 / max | calls failed during | replicas' RSS before → during | load |",
              "|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
-        answers = ", ".join(f"{count:,} × {status}" for status, count in sorted(row["statuses"].items()) if count)
+        answers = answer_counts(row["statuses"])
         lines.append(f"| {name} | {answers} | {row['held_open']:,} | {seconds(row['baseline']['p50'])} / "
                      f"{seconds(row['baseline']['max'])} | {seconds(row['during']['p50'])} / "
                      f"{seconds(row['during']['max'])} | {row['during']['failed']} of {CALLS} | "

@@ -24,7 +24,7 @@ from typing import Any, Final
 import anyio
 import httpx2
 from fleet import SHARED_KEYS, mcp_server
-from report import before_and_after
+from report import answer_counts, before_and_after
 from tracing import Collector
 
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
@@ -118,7 +118,7 @@ def render(rows: dict[str, Any], command: str) -> str:
              "batches lost (the SDK's log) | an ordinary call after | load |",
              "|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
-        answers = ", ".join(f"{count} × {status}" for status, count in sorted(row["statuses"].items()))
+        answers = answer_counts(row["statuses"])
         lines.append(f"| {name} | {answers} | {row['rss_before_mib']:.0f} → {row['rss_peak_mib']:.0f} "
                      f"({row['hwm_mib']:.0f}) → {row['rss_after_mib']:.0f} MiB | {row['exports']}, "
                      f"{row['export_kib']:,.0f} KiB, {row['largest_export_kib']:,.0f} KiB | {row['batches_lost']} "
