@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from ..wording import listed
+
 
 @dataclass(frozen=True, slots=True)
 class RateLimit:
@@ -76,8 +78,7 @@ def parse_rate_limits(
 
 def named_limits(limits: Mapping[str, RateLimit], names: Iterable[str], joined: str = "and") -> str:
     """`standard (60/30s)`, `agent_creation (10/60s) and standard (60/30s)`: limits as a sentence names them."""
-    said = [f"{name} ({limits[name]})" if name in limits else name for name in names]
-    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} {joined} {said[-1]}"
+    return listed([f"{name} ({limits[name]})" if name in limits else name for name in names], joined)
 
 
 def format_rate_limits(limits: dict[str, RateLimit]) -> str:

@@ -24,6 +24,7 @@ from ..api.client import AgentAutomationClient
 from ..api.errors import ApiError, InvalidRequestError, NotFoundError, RateLimitError
 from ..api.operations import OPERATIONS
 from ..api.text import visible, visible_tree
+from ..wording import listed
 from .declarations import ToolSpec
 
 
@@ -117,7 +118,7 @@ def sharing(shared_by: dict[str, frozenset[str]], tools: Sequence[ToolSpec]) -> 
         elif len(counted) == 1:
             said.append(f"{counted[0]} alone counts against {limit}.")
         elif counted:
-            said.append(f"{', '.join(counted[:-1])} and {counted[-1]} count against {limit}.")
+            said.append(f"{listed(counted)} count against {limit}.")
     return " ".join(said)
 
 

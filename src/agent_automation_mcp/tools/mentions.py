@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, Final
 
+from ..wording import listed
 from .registry import all_tools
 
 TOOL_NAMES: Final = frozenset(spec.name for spec in all_tools())
@@ -127,7 +128,7 @@ def _shorter_lists(text: str, absent: frozenset[str]) -> str:
         if not kept:
             return found.group()
         conjunction = "or" if re.search(r"\bor\b", found.group()) else "and"
-        return kept[0] if len(kept) == 1 else f"{', '.join(kept[:-1])} {conjunction} {kept[-1]}"
+        return listed(kept, conjunction)
 
     return _LIST.sub(fitted, text)
 

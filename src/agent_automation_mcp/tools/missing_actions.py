@@ -17,8 +17,9 @@ from typing import Any, Final, Literal
 
 from pydantic_core import PydanticCustomError
 
+from ..wording import listed
 from .checks import CLOSEST_TO_CANCEL
-from .errors import MISSING_ERROR
+from .errors import ASKED_CHARS, MISSING_ERROR
 
 Target = Literal["pull request", "agent run"]
 PULL_REQUEST: Final[Target] = "pull request"
@@ -90,7 +91,7 @@ def said() -> list[str]:
     sentences = []
     for target in (PULL_REQUEST, AGENT_RUN):
         actions = [action for action in MISSING_ACTIONS if action.target == target]
-        verbs = _listed([action.verb for action in actions])
+        verbs = listed([action.verb for action in actions], "or")
         closest = "; ".join(dict.fromkeys(action.closest for action in actions))
         sentences.append(f"The service cannot {verbs} {_one(target)}: {closest}")
     return sentences
@@ -102,7 +103,7 @@ def refuse_missing(target: Target, allowed: tuple[str, ...]) -> Callable[[Any], 
     (`tools.errors.argument_error`). A value that is an allowed one misspelt is left to the type's own refusal."""
 
     def check(value: Any) -> Any:
-        if not isinstance(value, str) or len(value) > 40 or "_".join(words := _words(value)) in allowed:
+        if not isinstance(value, str) or len(value) > ASKED_CHARS or "_".join(words := _words(value)) in allowed:
             return value
         action = _asked_for(words, target)
         if action is not None:
@@ -151,6 +152,3 @@ def _words(text: str) -> tuple[str, ...]:
 def _one(target: Target) -> str:
     return f"{'an' if target == AGENT_RUN else 'a'} {target}"
 
-
-def _listed(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"

@@ -15,7 +15,7 @@ from typing import Any, Final, TypeVar
 
 from ..api.models import AgentRun, github_pull_request
 from ..api.statuses import is_failure, status_of
-from .bounded_text import bounded_line
+from .bounded_text import bounded_line, fitting
 from .results import Output, compact_json, label
 from .run_filters import RunFilter
 
@@ -114,14 +114,8 @@ def _top(counter: Counter[str], share: int) -> dict[str, int]:
 
 
 def _within(items: list[ItemT], share: int) -> list[ItemT]:
-    """The first `items` whose JSON fits in `share` characters."""
-    kept: list[ItemT] = []
-    for item in items:
-        share -= len(item.model_dump_json()) + 1
-        if share < 0:
-            break
-        kept.append(item)
-    return kept
+    """The first `items` whose JSON fits in `share` characters (a comma after each)."""
+    return items[:len(fitting([item.model_dump_json() for item in items], share, 1))]
 
 
 def render_counts(page: dict[str, Any]) -> str:
