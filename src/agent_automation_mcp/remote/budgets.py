@@ -145,7 +145,7 @@ class AddressBudgets:
         limits = {f"{KEY_PREFIX}:{{{purpose}}}:address:{_hashed(address or '-')}": budget.per_address}
         if budget.per_network is not None:
             limits[f"{KEY_PREFIX}:{{{purpose}}}:network:{network}"] = budget.per_network
-        if budget.total is not None and not await self.vouched(address):
+        if budget.total is not None and not await self._vouched_for(address, network):
             limits[f"{KEY_PREFIX}:{{{purpose}}}:{TOTAL}"] = budget.total
         if self._script is not None:
             script = self._script
@@ -160,15 +160,16 @@ class AddressBudgets:
                 return
         self._spend_locally(budget, limits)
 
-    async def vouched(self, address: str | None) -> bool:
-        """Whether `address` spends no total: in a network the operator named, or one an accepted token came from."""
+    async def _vouched_for(self, address: str | None, network: str) -> bool:
+        """Whether `address` spends no total: in a network the operator named, or one an accepted token came from
+        (`network`: its network's hash, as `vouch` keeps it)."""
         try:
             ip = ipaddress.ip_address(address or "")
         except ValueError:
             ip = None
         if ip is not None and any(ip in network for network in self.vouched_networks):
             return True
-        return await self._vouched.get(_hashed(network_of(address))) is not None
+        return await self._vouched.get(network) is not None
 
     def _spend_locally(self, budget: Budget, limits: dict[str, int]) -> None:
         """As the script does, in this process: the logs hold instants, oldest first, at most their limit."""

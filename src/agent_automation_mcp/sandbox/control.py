@@ -141,7 +141,7 @@ def _run_routes(state: SandboxState) -> list[Route]:
                                     pull_request=pull_request, idle_seconds=spec.idle_seconds, goes_on=spec.goes_on)
         named = views.agent_run(world, run)  # what the OpenAPI names stays as the sandbox has it
         run.beyond_spec = {key: value for key, value in spec.beyond_spec.items() if key not in named}
-        return JSONResponse(views.agent_run(world, run))
+        return JSONResponse({**named, **run.beyond_spec})  # as `views.agent_run` sends it from now on
 
     async def end_run(request: Request) -> Response:
         try:

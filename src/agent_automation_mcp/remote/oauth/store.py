@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast
 
 from ...caching import ExpiringCache, RedisAway
 from .tokens import REFRESH_SECONDS
@@ -256,8 +256,8 @@ class RedisStore:
         return outcome, (issued[0] if issued else None)
 
     async def end(self, grant_id: str, at: int = 0) -> None:
-        await self._ask(lambda: self._end(keys=[PREFIX + ended_key(grant_id), PREFIX + INDEX],
-                                          args=[_ms(ENDED_SECONDS), grant_id, at]))
+        keys, args = _ending(grant_id, at)
+        await self._ask(lambda: self._end(keys=keys, args=args))
 
     async def ended(self, grant_id: str) -> bool:
         return await self.get(ended_key(grant_id)) is not None
@@ -272,8 +272,8 @@ class RedisStore:
         async def put_back() -> None:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for grant_id, at in ends:
-                    await self._end(keys=[PREFIX + ended_key(grant_id), PREFIX + INDEX],
-                                    args=[_ms(ENDED_SECONDS), grant_id, at], client=pipe)
+                    keys, args = _ending(grant_id, at)
+                    await self._end(keys=keys, args=args, client=pipe)
                 for grant_id, step, left in chains:
                     await self._further(keys=[PREFIX + chain_key(grant_id)], args=[step, _ms(left)], client=pipe)
                 await pipe.execute()
@@ -298,6 +298,11 @@ class RedisStore:
 def _text(value: bytes | str | None) -> str | None:
     """A Redis answer as text: bytes from our client (redis-py types answers as text too, for clients that decode)."""
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _ending(grant_id: str, at: int) -> tuple[list[str], list[Any]]:
+    """`END_SCRIPT`'s keys and arguments for ending `grant_id` at `at` (Unix ms; 0: now)."""
+    return [PREFIX + ended_key(grant_id), PREFIX + INDEX], [_ms(ENDED_SECONDS), grant_id, at]
 
 
 def _ms(seconds: float) -> int:
