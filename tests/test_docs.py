@@ -19,10 +19,10 @@ from typing import Final
 
 import pytest
 
-from agent_automation_mcp import trace_provider
+from agent_automation_mcp import trace_provider, wording
 from agent_automation_mcp.api.statuses import STATUS_WORDS, STATUSES, STOPPED
 from agent_automation_mcp.cli import PROG, build_parser
-from agent_automation_mcp.config import DEFAULT_REQUESTS_PER_TOKEN
+from agent_automation_mcp.config import DEFAULT_BODY_BYTES_HELD, DEFAULT_REQUESTS_PER_TOKEN
 from agent_automation_mcp.remote.bodies import BODY_SECONDS
 from agent_automation_mcp.remote.rpc_request import MAX_ID_CHARS, MAX_METHOD_CHARS, MAX_STEPS
 from agent_automation_mcp.tasks.extension import CANCEL_ASKED, RUN_ID_FIELDS, STOPPING_TOOLS
@@ -65,8 +65,7 @@ TOKEN_FIGURES: Final = ((ROOT / "README.md", r"costs about ([\d,]+) tokens", "mo
 
 def listed(names: Iterable[str]) -> str:
     """`a`, `b` and `c`, as the pages' prose lists names; "none" for none."""
-    quoted = [f"`{name}`" for name in names]
-    return "none" if not quoted else quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+    return wording.listed([f"`{name}`" for name in names]) or "none"
 
 
 def cancel_said() -> str:
@@ -397,6 +396,8 @@ def test_the_bounds_the_docs_state_are_the_codes() -> None:
     limits, remote, operations = ((ROOT / "docs" / name).read_text() for name in (
         "remote-limits.md", "remote.md", "operations.md"))
     assert f"within {BODY_SECONDS:g} s of its caller being known" in limits
+    held = f"`--body-bytes-held` ({DEFAULT_BODY_BYTES_HELD // 2**20} MiB)"
+    assert held in limits and held in remote and held in operations
     assert f"takes more than {MAX_STEPS:,} steps" in limits
     assert f"method of at most {MAX_METHOD_CHARS} characters" in limits
     assert f"an id of at most {MAX_ID_CHARS} characters" in limits

@@ -44,7 +44,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent_automation_mcp import __version__
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.cli import COMMANDS, auth_mode, build_parser, require_allowed_orgs, settings_from
-from agent_automation_mcp.config import LogSettings, RemoteSettings, ServerSettings, parse_org_ids
+from agent_automation_mcp.config import (
+    CHAT_APP_REDIRECT_HOSTS,
+    LogSettings,
+    RemoteSettings,
+    ServerSettings,
+    parse_org_ids,
+)
 from agent_automation_mcp.headers import REPOSITORY
 from agent_automation_mcp.remote.hosts import HostPolicy
 from agent_automation_mcp.remote.metrics import REDIS_STATES, SERVICE_SIDE_FAILURES, Metrics
@@ -854,6 +860,14 @@ def test_a_changed_setting_or_secret_changes_the_pod_template_so_the_pods_roll(
     assert before == {base["ConfigMap"]["metadata"]["name"], *secrets}  # every generated name, with its hash
     after = _references(_rendered_after(tmp_path, file, line))
     assert len(before - after) == 1 and len(after - before) == 1  # exactly the changed one has a new name
+
+
+def test_the_redirect_hosts_example_keeps_every_default_host() -> None:
+    """Setting AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS replaces the default list: an example that left a chat app out
+    would lock its users out when uncommented."""
+    settings = (MANIFESTS / "kubernetes" / "base" / "settings.env").read_text()
+    (example,) = re.findall(r"^# AGENT_AUTOMATION_OAUTH_REDIRECT_HOSTS=(\S+)$", settings, re.MULTILINE)
+    assert set(CHAT_APP_REDIRECT_HOSTS) <= set(example.split(","))
 
 
 

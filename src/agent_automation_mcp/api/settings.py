@@ -96,7 +96,7 @@ class ApiSettings:
     rate_limits: dict[str, RateLimit] = field(default_factory=lambda: parse_rate_limits(None))
     redis_url: str | None = field(default=None, repr=False)
     rate_margin: float = 0.25  # seconds kept free beyond each window, for network jitter
-    max_replicas: int = 4  # bounds the replica count; each paces at 1/max_replicas while Redis is unreachable
+    max_replicas: int = 4  # bounds the replica count; cut off from Redis, each paces at 1/max_replicas after a window
     bucket_map: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operation -> buckets, over the table's
 
     def __post_init__(self) -> None:
