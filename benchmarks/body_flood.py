@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import anyio
 import httpx2
-from connection_flood import probed_fleet, probes
+from connection_flood import PROBE_TIMEOUT, PROBES_PER_SECOND, probe_summary, probed_fleet, probes
 from fleet import ServerProcess
 from report import answer_counts, before_and_after
 
@@ -102,7 +102,7 @@ async def sender(url: str, flood: Flood, statuses: Counter[str], until: float) -
                 await anyio.sleep(0.1)
 
 
-async def flood_and_probe(flood: Flood, balancer: ServerProcess, replicas: list[ServerProcess], org_id: int,
+async def flood_and_probe(flood: Flood, balancer: ServerProcess, replicas: list[ServerProcess],
                           sandbox: SandboxServer, prober: ProcessPoolExecutor) -> dict[str, Any]:
     target = replicas[0] if flood.straight else balancer
     url = f"{target.url}/mcp"
@@ -126,7 +126,7 @@ async def flood_and_probe(flood: Flood, balancer: ServerProcess, replicas: list[
 
             flooding.start_soon(watch)
             await anyio.sleep(1)  # the flood is under way
-            probed = prober.submit(probes, f"{balancer.url}/mcp", org_id, flood.probes)
+            probed = prober.submit(probes, f"{balancer.url}/mcp", sandbox.org_id, flood.probes)
             outcomes, seconds = await anyio.to_thread.run_sync(probed.result)
             while time.monotonic() < started + flood.seconds and stopped_at is None:
                 await anyio.sleep(SAMPLE_SECONDS)
@@ -136,9 +136,7 @@ async def flood_and_probe(flood: Flood, balancer: ServerProcess, replicas: list[
     return {"before_mib": before, "peak_mib": sampler.peaks,
             "after_mib": [replica.memory_kib()["VmRSS"] / 1024 for replica in replicas],
             "stopped_at": stopped_at, "statuses": dict(statuses), "upstream_checks": checks,
-            "timed_out": outcomes.count("timed out"), "failed": len(outcomes) - outcomes.count("ok")
-            - outcomes.count("timed out"), "probes": len(outcomes),
-            "p50": statistics.median(seconds) if seconds else None,
+            **probe_summary(outcomes, seconds),
             "p90": statistics.quantiles(seconds, n=10)[-1] if len(seconds) > 1 else None,
             "load": os.getloadavg()[0]}
 
@@ -148,7 +146,7 @@ async def measure() -> dict[str, Any]:
     # The replicas trust the balancer's X-Forwarded-For, as deployed: each client spends its own address's budgets.
     with probed_fleet(AGENT_AUTOMATION_TRUSTED_PROXIES="127.0.0.1") as (sandbox, balancer, replicas, prober):
         for flood in FLOODS:
-            rows[flood.name] = await flood_and_probe(flood, balancer, replicas, sandbox.org_id, sandbox, prober)
+            rows[flood.name] = await flood_and_probe(flood, balancer, replicas, sandbox, prober)
     return {"floods": rows, "config": [asdict(flood) for flood in FLOODS]}
 
 
@@ -159,20 +157,24 @@ def render(rows: dict[str, Any], command: str) -> str:
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f} s"
 
+    through = next(flood for flood in FLOODS if not flood.straight)
+    straight = next(flood for flood in FLOODS if flood.straight)
     lines = ["## Request bodies from a stranger", "",
              f"`{command}`. 3 replicas (`--auth request`) sharing Redis behind HAProxy "
              f"(`manifests/haproxy/haproxy.cfg` of the tree measured). Each flood comes from one address of its "
              f"own: keep-alive connections each sending `POST /mcp` with a 1 MiB body of empty JSON objects "
              f"(`[{{}},{{}},...]`) again as soon as the last is answered, without a token or with a new junk token "
-             f"each; the last one straight to one replica. Each replica's resident memory is read every 0.2 s (MiB,"
-             f" replica 1 / 2 / 3); a flood is cut short once a replica passes {SAFETY_MIB:,} MiB. From 1 s in, a "
-             f"colleague's calls (`list_models`, a new SDK client each, through the balancer) start 2 a second; one"
-             f" not answered within 10 s timed out. Token checks: requests the service got for `GET /v1/users/me` "
-             f"during the flood. As the review's floods: 200 connections for 60 s through the balancer, 60 for 15 s "
-             f"straight to a replica; on 2 shared cores, the flood's sender in the same process as the colleague's "
-             f"clock. Load: the 1-minute average at the end.", "",
-             "| code | flood | answers | RSS before → peak → 10 s after | token checks | colleague: timed out, "
-             "failed of calls | answered: p50 / p90 | load |", "|---|---|---|---|---|---|---|---|"]
+             f"each; the last one straight to one replica. Each replica's resident memory is read every "
+             f"{SAMPLE_SECONDS:g} s (MiB, replica 1 / 2 / 3); a flood is cut short once a replica passes "
+             f"{SAFETY_MIB:,} MiB. From 1 s in, a colleague's calls (`list_models`, a new SDK client each, through "
+             f"the balancer) start {PROBES_PER_SECOND} a second; one not answered within {PROBE_TIMEOUT:g} s timed "
+             f"out. Token checks: requests the service got for `GET /v1/users/me` during the flood. As the review's "
+             f"floods: {through.connections} connections for {through.seconds:g} s through the balancer, "
+             f"{straight.connections} for {straight.seconds:g} s straight to a replica; on 2 shared cores, the "
+             f"flood's sender in the same process as the colleague's clock. Load: the 1-minute average at the end.",
+             "",
+             f"| code | flood | answers | RSS before → peak → {SETTLE_SECONDS:g} s after | token checks | colleague: "
+             "timed out, failed of calls | answered: p50 / p90 | load |", "|---|---|---|---|---|---|---|---|"]
     for name, row in rows.items():
         for flood, figures in row["floods"].items():
             answers = answer_counts(figures["statuses"])

@@ -140,6 +140,14 @@ def probes(url: str, org_id: int, count: int) -> tuple[list[str], list[float]]:
     return outcomes, seconds
 
 
+def probe_summary(outcomes: list[str], seconds: list[float]) -> dict[str, Any]:
+    """What the tables show of the probes: how many timed out, failed otherwise, and were sent; the answered ones'
+    median seconds (None: none answered)."""
+    timed_out = outcomes.count("timed out")
+    return {"timed_out": timed_out, "failed": len(outcomes) - outcomes.count("ok") - timed_out,
+            "probes": len(outcomes), "p50": statistics.median(seconds) if seconds else None}
+
+
 async def flood_and_probe(flood: Flood, port: int, org_id: int, prober: ProcessPoolExecutor) -> dict[str, Any]:
     held, gate = Held(), anyio.Semaphore(AT_ONCE)
     url = f"http://127.0.0.1:{port}/mcp"
@@ -152,10 +160,7 @@ async def flood_and_probe(flood: Flood, port: int, org_id: int, prober: ProcessP
         held_at_end = held.open
         flooding.cancel_scope.cancel()
     return {"opened": held.opened, "refused": held.failed, "peak": held.peak, "held_at_end": held_at_end,
-            "timed_out": outcomes.count("timed out"),
-            "failed": len(outcomes) - outcomes.count("ok") - outcomes.count("timed out"), "probes": len(outcomes),
-            "p50": statistics.median(seconds) if seconds else None, "max": max(seconds, default=None),
-            "load": os.getloadavg()}
+            **probe_summary(outcomes, seconds), "max": max(seconds, default=None), "load": os.getloadavg()}
 
 
 def more_file_descriptors() -> None:

@@ -48,6 +48,17 @@ LIMITS = "standard=100000/30s,logs=100000/60s,agent_creation=1000/60s,pr_edit=10
 ALL = ("runs", "logs", "checks", "pulls", "settings", "org", "setup", "oauth", "webhooks")
 
 
+def long_runs() -> SandboxConfig:
+    """The sandbox most rows use: runs that take 600 s to end, and the LIMITS."""
+    return SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
+
+
+def settings_for(sandbox: SandboxServer) -> ApiSettings:
+    """The server's settings for `sandbox`'s own token and organisation, under the LIMITS."""
+    return ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
+                       rate_limits=parse_rate_limits(LIMITS))
+
+
 class Model:
     """What a model knows: the listed tools and the instructions; every call counted."""
 
@@ -615,10 +626,8 @@ async def values_and_times(model: Model) -> list[Row]:
 
 async def throttled_rows() -> list[Row]:
     """A 429 asking 150 s on a tool counted against standard, then another tool: what each answer says."""
-    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
-    async with SandboxServer(config) as sandbox:
-        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
-                          rate_limits=parse_rate_limits(LIMITS))
+    async with SandboxServer(long_runs()) as sandbox:
+        api = settings_for(sandbox)
         httpx2.put(f"{sandbox.url}/_sandbox/faults", json={"throttle_rate": 1.0, "throttle_retry_after": 150,
                                                            "operations": ["list_agent_runs"]}).raise_for_status()
         async with Client(build_server(api, ServerSettings(toolsets=ALL))) as client:
@@ -667,6 +676,7 @@ SHORT_ANSWER_TOKENS = 800  # the issue's bar for a day's runs "in one short answ
 DAY_STATUSES = ("COMPLETE",) * 14 + ("ERROR", "ERROR", "TIMEOUT", "OUT_OF_TOKENS", "STOPPED", "PAUSED", "ACTIVE")
 DAY_REPOS = (201, 202, 205, None)
 DAY_SOURCES = ("API", "API", "API", "SLACK", "GITHUB", "LINEAR")
+MAX_PAGES = 10  # of 100 runs: the day's TODAY + YESTERDAY and the seeded runs take 2
 
 
 async def sprint_row(model: Model) -> Row:
@@ -701,11 +711,13 @@ def day_truth(url: str, token: str, since: datetime) -> dict[str | None, list[in
     a pull request names (None: no pull request), as a person counting would."""
     runs: list[dict[str, Any]] = []
     with httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
-        while True:
+        for _ in range(MAX_PAGES):
             items = http.get("/v1/organizations/1/agent/runs", params={"skip": len(runs), "limit": 100}).json()["items"]
             runs += items
             if len(items) < 100:
                 break
+        else:
+            raise RuntimeError(f"the service still had runs after {MAX_PAGES} pages of 100")
     return _tally(run for run in runs if _created(run["created_at"]) >= since)
 
 
@@ -731,13 +743,11 @@ def _tally(runs: Any) -> dict[str | None, list[int]]:
 async def day_row() -> Row:
     """"How many runs did we start today, how many failed, and on which repositories?" with TODAY runs in the user's
     day: right is the true counts in one short answer; the tokens read are said either way."""
-    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
-    async with SandboxServer(config) as sandbox:
+    async with SandboxServer(long_runs()) as sandbox:
         await a_day(sandbox.url)
         since = (datetime.now(UTC) - timedelta(hours=DAY_HOURS)).astimezone(USER_ZONE).replace(microsecond=0)
         truth = day_truth(sandbox.url, sandbox.token, since)
-        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
-                          rate_limits=parse_rate_limits(LIMITS))
+        api = settings_for(sandbox)
         async with Client(build_server(api, ServerSettings(toolsets=ALL))) as client:
             model = Model(client)
             await model.load()
@@ -782,8 +792,7 @@ async def _paged_day(client: Client, since: datetime) -> tuple[dict[str | None, 
 async def chat_repository_row() -> Row:
     """A connection bound to repository 202 (api-service) by its X-Repo-Id header, as Codegen's hosted server takes
     it: "start a run on this chat's repository". Right is a run on 202, with the instructions naming it."""
-    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
-    async with SandboxServer(config) as sandbox:
+    async with SandboxServer(long_runs()) as sandbox:
         with http_server(sandbox) as url:
             async with connection(url, DEMO_TOKEN, x_organization_id="1", x_repo_id="202") as client:
                 told = " ".join((client.instructions or "").split())
@@ -803,10 +812,8 @@ def _read(result: Any) -> int:
 
 
 async def measure() -> list[tuple[str, bool, str]]:
-    config = SandboxConfig(run_seconds=600.0, seed=3, rate_limits=parse_rate_limits(LIMITS))
-    async with SandboxServer(config) as sandbox:
-        api = ApiSettings(token=sandbox.token, org_id=sandbox.org_id, base_url=sandbox.url,
-                          rate_limits=parse_rate_limits(LIMITS))
+    async with SandboxServer(long_runs()) as sandbox:
+        api = settings_for(sandbox)
         async with Client(build_server(api, ServerSettings(toolsets=ALL))) as client:
             model = Model(client)
             await model.load()

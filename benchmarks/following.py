@@ -13,18 +13,17 @@ counts the reads that can tell a run's status (`GET .../agent/run/{id}` and `GET
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client
-from report import command_line, publish
+from report import before_and_after
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))  # the task requester, after this folder's modules
 from agent_automation_mcp.api.limits import parse_rate_limits
@@ -110,30 +109,21 @@ def render(columns: dict[str, list[dict[str, Any]]], command: str, duration: flo
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of following per count")
     parser.add_argument("--runs", default="1,10,100", help="counts of runs followed, comma-separated")
-    parser.add_argument("--before", type=Path, help="a source tree (its src/) to measure as well")
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one measurement, as JSON
-    parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
-    args = parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    own = argparse.ArgumentParser(add_help=False)  # this benchmark's options, before the measurement needs them
+    add_arguments(own)
+    args, _ = own.parse_known_args(argv)
     counts = [int(count) for count in args.runs.split(",")]
-    if args.measure:
-        print(json.dumps(anyio.run(measure, counts, args.duration)))
-        return 0
     load = os.getloadavg()[0]
-    columns = {}
-    if args.before:
-        env = os.environ | {"PYTHONPATH": str(args.before)}  # ahead of the installed package: the other tree's code
-        out = subprocess.run([sys.executable, __file__, "--measure", "--runs", args.runs, "--duration",
-                              str(args.duration)], env=env, capture_output=True, text=True, check=True,
-                             timeout=len(counts) * (args.duration + 200)).stdout
-        columns["before"] = json.loads(out.strip().splitlines()[-1])
-    columns["this tree"] = anyio.run(measure, counts, args.duration)
-    publish(render(columns, command_line("following.py", argv), args.duration, [load, os.getloadavg()[0]]),
-            args.write)
-    return 0
+    return before_and_after(
+        "following.py", __doc__.splitlines()[0], partial(measure, counts, args.duration),
+        lambda columns, command: render(columns, command, args.duration, [load, os.getloadavg()[0]]), argv,
+        add_arguments, timeout=len(counts) * (args.duration + 200))
 
 
 if __name__ == "__main__":

@@ -52,22 +52,29 @@ def answer_counts(statuses: dict[Any, int]) -> str:
 
 
 def before_and_after(script: str, about: str, measure: Callable[[], Awaitable[Any]],
-                     render: Callable[[dict[str, Any], str], str], argv: list[str] | None = None) -> int:
+                     render: Callable[[dict[str, Any], str], str], argv: list[str] | None = None,
+                     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+                     timeout: float = 300.0) -> int:
     """The command line of a benchmark that measures this tree and, with `--before SRC`, another source tree's code
-    (e.g. `git archive main src | tar -x -C /tmp/main`) in a process of its own; `--write` publishes the section."""
+    (e.g. `git archive main src | tar -x -C /tmp/main`) in a process of its own, given the same options and `timeout`
+    seconds; `--write` publishes the section. `add_arguments` adds the benchmark's own options."""
     parser = argparse.ArgumentParser(description=about)
     parser.add_argument("--before", type=Path, help="a source tree (its src/) to measure as well")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one measurement, as JSON
     parser.add_argument("--write", type=Path, help="write the section into this report (e.g. docs/benchmarks.md)")
-    args = parser.parse_args(argv)
+    if add_arguments is not None:
+        add_arguments(parser)
+    given = argv if argv is not None else sys.argv[1:]
+    args = parser.parse_args(given)
     if args.measure:
         print(json.dumps(anyio.run(measure)))
         return 0
     rows = {}
     if args.before:
         env = os.environ | {"PYTHONPATH": str(args.before)}  # ahead of the installed package: the other tree's code
-        out = subprocess.run([sys.executable, str(Path(__file__).with_name(script)), "--measure"], env=env,
-                             capture_output=True, text=True, timeout=300, check=True).stdout
+        # The same options: `--measure` measures and prints, whatever `--before` and `--write` say.
+        out = subprocess.run([sys.executable, str(Path(__file__).with_name(script)), "--measure", *given], env=env,
+                             capture_output=True, text=True, timeout=timeout, check=True).stdout
         rows["before"] = json.loads(out.strip().splitlines()[-1])
     rows["this tree"] = anyio.run(measure)
     publish(render(rows, command_line(script, argv)), args.write)

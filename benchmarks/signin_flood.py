@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import math
 import os
 import re
 import secrets
@@ -170,6 +171,12 @@ def paste(origin: str, address: str, count: int) -> Counter[str]:
     return answers
 
 
+def list_tools(origin: str, address: str, token: str) -> httpx2.Response:
+    """`tools/list` with `token`, from `address`: the answer, read."""
+    with from_address(address) as http:
+        return http.post(f"{origin}/mcp", json=LIST_CALL, headers=LIST_HEADERS | {"authorization": f"Bearer {token}"})
+
+
 def stored_bytes(connection: Redis) -> int:
     """What Redis holds for every key (`MEMORY USAGE`), without its own overhead and its clients' buffers."""
     return sum(connection.memory_usage(key) or 0 for key in connection.scan_iter(count=1000))
@@ -221,11 +228,11 @@ def measure(sandbox: SandboxServer, root: Path | None, registrations: int, junk:
             **spoofed(), "authorization": f"Bearer tok-{secrets.token_hex(12)}"}))
         figures.upstream_checks = sum(1 for record in log[asked:] if record.operation == "get_current_user")
         figures.redis_keys = connection.dbsize()
-        from_networks(figures, origin, log, junk)
+        from_networks(figures, origin, log)
     return figures
 
 
-def from_networks(figures: Figures, origin: str, log: Any, junk: int) -> None:
+def from_networks(figures: Figures, origin: str, log: Any) -> None:
     """The floods from several networks (each a loopback /24), and a colleague after each, from a network of their
     own."""
     asked = len(log)
@@ -252,17 +259,12 @@ def from_networks(figures: Figures, origin: str, log: Any, junk: int) -> None:
                 f"127.{160 + network}.0.{host + 1}")
             figures.network_junk.update(statuses)
     figures.network_junk_checks = sum(1 for record in log[asked:] if record.operation == "get_current_user")
-    for address, token in (("127.130.0.1", COLLEAGUES[0]), ("127.131.0.1", COLLEAGUES[2])):
-        with from_address(address) as http:
-            answer = http.post(f"{origin}/mcp", json=LIST_CALL, headers=LIST_HEADERS | {
-                "authorization": f"Bearer {token}"})
-        if token == COLLEAGUES[0]:
-            figures.colleague_token = answer.status_code
-            message = answer.json().get("error", {}).get("message", "") if answer.status_code == 429 else ""
-            whose = re.search(r"tokens (from .*?) were checked", message)
-            figures.colleague_refusal = f'"{whose[1]}"' if whose else ""
-        else:
-            figures.vouched_token = answer.status_code
+    answer = list_tools(origin, "127.130.0.1", COLLEAGUES[0])
+    figures.colleague_token = answer.status_code
+    message = answer.json().get("error", {}).get("message", "") if answer.status_code == 429 else ""
+    whose = re.search(r"tokens (from .*?) were checked", message)
+    figures.colleague_refusal = f'"{whose[1]}"' if whose else ""
+    figures.vouched_token = list_tools(origin, "127.131.0.1", COLLEAGUES[2]).status_code
     try:
         sign_in(origin, COLLEAGUES[1], "127.131.0.2")
         figures.colleague_signin = "signed in"
@@ -321,8 +323,9 @@ def report(rows: dict[str, Figures], registrations: int, junk: int, argv: list[s
                      f"{f.colleague_registration} | {statuses(f.network_junk)} | {f.network_junk_checks:,} | "
                      f"{f.colleague_token}{f' ({f.colleague_refusal})' if f.colleague_refusal else ''} | "
                      f"{f.vouched_token} | {f.colleague_signin} |")
-    lines += ["", "Before, 120 registrations from 6 networks spent the registrations' total and refused the "
-              "colleague's (a registration costs Redis nothing now, and has no total); 2,000 junk tokens from 10 "
+    lines += ["", f"Before, {math.prod(NETWORK_REGISTRATIONS):,} registrations from {NETWORK_REGISTRATIONS[0]} "
+              "networks spent the registrations' total and refused the colleague's (a registration costs Redis "
+              f"nothing now, and has no total); {math.prod(JUNK_NETWORKS):,} junk tokens from {JUNK_NETWORKS[0]} "
               "networks spent the checks' total, and a colleague's new token from any network nobody signed in from "
               "was refused, the refusal naming \"this address (or everyone)\". The total still bounds what "
               "strangers make the service see, so a fresh network's new token waits for it, and the refusal says "

@@ -128,6 +128,15 @@ async def known_while_checks_are_slow(urls: list[str], seconds: float, figures: 
             group.start_soon(known, token, i)
 
 
+def start_replicas(stack: ExitStack, env: dict[str, str], label: str = "") -> list[ServerProcess]:
+    """REPLICAS servers in `--auth request` mode on `env`, each stopped when `stack` closes."""
+    replicas: list[ServerProcess] = []
+    for i in range(REPLICAS):
+        replicas.append(mcp_server(f"replica {i}{label}", env, "--auth", "request"))
+        stack.callback(replicas[-1].stop)
+    return replicas
+
+
 def slow_checks(sandbox: SandboxServer, env: dict[str, str], redis_url: str, seconds: float,
                 figures: Figures) -> None:
     """Known tenants on new replicas whose verdicts are due, while the service takes 15 s to answer a check."""
@@ -135,11 +144,7 @@ def slow_checks(sandbox: SandboxServer, env: dict[str, str], redis_url: str, sec
         for key in connection.scan_iter("aamcp:*:verdict:*"):
             connection.delete(key)
     with ExitStack() as stack:
-        urls = []
-        for i in range(REPLICAS):
-            replica = mcp_server(f"replica {i} (slow checks)", env, "--auth", "request")
-            stack.callback(replica.stop)
-            urls.append(f"{replica.url}/mcp")
+        urls = [f"{replica.url}/mcp" for replica in start_replicas(stack, env, " (slow checks)")]
         slow = {"latency": 15.0, "operations": ["get_current_user"]}
         httpx2.put(f"{sandbox.url}/_sandbox/faults", json=slow, timeout=10).raise_for_status()
         stack.callback(httpx2.put, f"{sandbox.url}/_sandbox/faults", json={}, timeout=10)
@@ -156,10 +161,7 @@ def measure(sandbox: SandboxServer, src: Path | None, count: int, slow_seconds: 
         stack.callback(redis.stop)
         env |= {"AGENT_AUTOMATION_BASE_URL": sandbox.url, "AGENT_AUTOMATION_RATE_LIMITS": RATE_LIMITS,
                 "AGENT_AUTOMATION_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", **SHARED_KEYS}
-        replicas: list[ServerProcess] = []
-        for i in range(REPLICAS):
-            replicas.append(mcp_server(f"replica {i}", env, "--auth", "request"))
-            stack.callback(replicas[-1].stop)
+        replicas = start_replicas(stack, env)
         urls = [f"{replica.url}/mcp" for replica in replicas]
         log = sandbox.state.request_log
         before = len(log)
