@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from agent_automation_mcp.api.statuses import STATUSES
 from agent_automation_mcp.sandbox import ids
 from agent_automation_mcp.toolsets import DEFAULT_TOOLSETS
 
@@ -22,6 +23,8 @@ PR_ID: Final = ids.PR_ID
 LONG_RUN: Final = ids.LONG_RUN_ID
 SANDBOX_ID: Final = ids.SANDBOX_WITH_LOGS
 HOOK_URL: Final = "https://example.com/hook"
+# The endings the status table says why of in words ("out of time"): a run that reached one of its limits.
+ENDS_WITH_REASON: Final = tuple(status.value for status in STATUSES if status.reason)
 
 Effect = Literal["reads", "writes", "destroys"]
 

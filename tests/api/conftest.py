@@ -34,7 +34,3 @@ async def client(sandbox: SandboxServer) -> AsyncIterator[AgentAutomationClient]
 
 def requests_log(sandbox: SandboxServer) -> list[dict[str, Any]]:
     return httpx2.get(f"{sandbox.url}/_sandbox/requests").json()
-
-
-def set_faults(sandbox: SandboxServer, **faults: Any) -> None:
-    httpx2.put(f"{sandbox.url}/_sandbox/faults", json=faults).raise_for_status()

@@ -21,8 +21,9 @@ from agent_automation_mcp.api.transport import MAX_RATE_LIMIT_RETRIES
 from agent_automation_mcp.pacing import create_pacer
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
 from agent_automation_mcp.sandbox.config import Faults, LogsPaths
+from sandbox_faults import set_faults
 
-from .conftest import requests_log, set_faults, settings_for
+from .conftest import requests_log, settings_for
 
 pytestmark = pytest.mark.anyio
 

@@ -16,6 +16,7 @@ import anyio
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.api.limits import DEFAULT_RATE_LIMITS
 from agent_automation_mcp.sandbox import SandboxServer
@@ -151,6 +152,13 @@ class HttpServer:
         with self._stderr:
             self._stderr.seek(0)
             return self._stderr.read().decode()
+
+
+def metric(server: HttpServer, name: str) -> float:
+    """The sum of the samples named `name` (every label set) on the server's `/metrics`."""
+    text = httpx2.get(f"{server.origin}/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name)
 
 
 def http_servers(count: int, env: Mapping[str, str], *args: str) -> list[HttpServer]:

@@ -28,7 +28,7 @@ from harness import HttpServer, sandbox_env
 
 from agent_automation_mcp.api.statuses import ending_reason
 from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer, ids
-from catalogue import REPO_ID
+from catalogue import ENDS_WITH_REASON, REPO_ID
 
 HOST_DIR = Path(__file__).parent / "apps_host"
 ESBUILD = HOST_DIR / "node_modules" / ".bin" / "esbuild"
@@ -231,7 +231,7 @@ def test_a_created_run_is_shown_running_then_finished_with_its_pull_request(
                                    for call in record["calls"])
 
 
-@pytest.mark.parametrize("ending", ["TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"])
+@pytest.mark.parametrize("ending", ENDS_WITH_REASON)
 def test_a_run_that_ends_out_of_a_limit_is_shown_failed_with_why_and_no_longer_read(
         host: HostSite, sandbox: SandboxServer, browser: Any, ending: str) -> None:
     from selenium.webdriver.common.by import By

@@ -69,6 +69,6 @@ async def test_every_endpoint_answers_a_body_that_does_not_arrive_408(server: Ht
             group.start_soon(one, path)
     for path, (answer, seconds) in answers.items():
         assert answer.startswith(b"HTTP/1.1 408") and b"connection: close" in answer.lower(), (path, answer[:300])
-        assert BODY_SECONDS - 1 < seconds < 2 * BODY_SECONDS, (path, seconds)
+        assert seconds > BODY_SECONDS - 1, (path, seconds)  # at its deadline, not before (`fail_after`: not long after)
         error = json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
         assert error["kind"] == "timeout" and "did not arrive within" in error["message"], path

@@ -22,7 +22,7 @@ from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
 from agent_automation_mcp.tools.declarations import CLOSEST_TO_STOP_SAYS
 from agent_automation_mcp.toolsets import OPT_IN_TOOLSETS
 from budget import BUDGET_TOKENS, Measure
-from catalogue import CASES, LONG_RUN, PR_ID, REPO_ID, RUN_WITH_PR
+from catalogue import CASES, ENDS_WITH_REASON, LONG_RUN, PR_ID, REPO_ID, RUN_WITH_PR
 
 RUN_WITHOUT_PR, ERROR_RUN, PAUSED_RUN = ids.RUN_WITHOUT_PR_ID, ids.ERROR_RUN_ID, ids.PAUSED_RUN_ID
 
@@ -115,7 +115,7 @@ async def test_status_words_people_use_find_the_runs(client: Client) -> None:
         assert {run["status"] for run in out["runs"]} == {"ACTIVE"}
     failed, _ = await _call(client, "list_agent_runs", {"statuses": ["failed"]})
     assert ERROR_RUN in {run["id"] for run in failed["runs"]}
-    assert {r["status"] for r in failed["runs"]} == {"ERROR", "TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"}
+    assert {r["status"] for r in failed["runs"]} == {"ERROR", *ENDS_WITH_REASON}
     done, _ = await _call(client, "list_agent_runs", {"statuses": ["Done"], "limit": 100})
     assert RUN_WITH_PR in {run["id"] for run in done["runs"]}
 
@@ -252,12 +252,11 @@ async def test_merging_is_refused_with_where_to_merge_and_nothing_is_closed(clie
     assert 'asked "merged": the service cannot merge a pull request' in error["message"]
     assert "GitHub" in error["hint"] and "closed is not merged" in error["hint"]
     assert sandbox.request_log[before:] == []  # refused before any request: nothing closed
-    try:
-        await client.call_tool("cancel_agent_run", {"agent_run_id": RUN_WITHOUT_PR})
-    except MCPError as exc:
-        guessed = str(exc)
-    if CLOSEST_TO_CANCEL is not None:  # while no operation stops a run
-        assert "No tool can stop an agent run: the service cannot" in guessed and CLOSEST_TO_CANCEL in guessed
+    if CLOSEST_TO_CANCEL is not None:  # while no operation stops a run, a guessed stop is refused with the closest
+        with pytest.raises(MCPError) as guessed:
+            await client.call_tool("cancel_agent_run", {"agent_run_id": RUN_WITHOUT_PR})
+        said = str(guessed.value)
+        assert "No tool can stop an agent run: the service cannot" in said and CLOSEST_TO_CANCEL in said
 
 
 @pytest.mark.anyio

@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import pytest
 from cryptography.fernet import Fernet
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port, http_servers
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port, http_servers, metric
 from loopback_tls import DocumentServer, make_certificate
 from mcp.shared.auth import OAuthToken
 from oauth_flow import REDIRECT_URI, MemoryTokens, Person, RawFlow, oauth_client, once_redis_is_asked_again, pkce
@@ -171,16 +171,13 @@ def test_redis_holds_no_token_and_nothing_a_sign_in_needs_to_go_on(cluster: Clus
     token alone): no token, client record or service token one could use; a revocation adds the grant's end, and
     its place in the index of ends."""
     redis = Redis.from_url(redis_server.url, decode_responses=True)
-    lost = [_metric(replica, "agent_automation_redis_data_lost_total") for replica in cluster.replicas]
+    lost = [metric(replica, "agent_automation_redis_data_lost_total") for replica in cluster.replicas]
     redis.flushall()
     # Each replica finds Redis empty at its next look (every 5 s) and gives back the ends it holds of earlier tests,
     # which may come while this one runs (and later, the longer a busy machine or pacing holds its requests up):
     # once each has, only this test's sign-in is what Redis holds of sign-ins.
-    for _ in range(150):  # bounded: 30 s
-        if all(_metric(replica, "agent_automation_redis_data_lost_total") > before
-               for replica, before in zip(cluster.replicas, lost, strict=True)):
-            break
-        time.sleep(0.2)
+    assert _until(lambda: all(metric(replica, "agent_automation_redis_data_lost_total") > before
+                              for replica, before in zip(cluster.replicas, lost, strict=True)))
     for key in redis.scan_iter("aamcp:oauth:*"):
         redis.delete(key)
     flow = RawFlow(cluster.origin)
@@ -254,7 +251,7 @@ def test_a_revoked_sign_in_stays_revoked_and_a_spent_refresh_token_gets_nothing_
                       and redis.get(f"aamcp:oauth:chain:{_grant_of(cluster, owners[1])}") == "2")
     stolen = second.refresh(client_id, spent[1])  # later, on the replica that never saw the chain
     assert stolen.status_code == 400 and stolen.json()["error"] == "invalid_grant"
-    lost = sum(_metric(replica, "agent_automation_redis_data_lost_total") for replica in cluster.replicas)
+    lost = sum(metric(replica, "agent_automation_redis_data_lost_total") for replica in cluster.replicas)
     assert lost >= 1
 
 
@@ -376,8 +373,3 @@ def _grant_of(cluster: Cluster, tokens: dict[str, str]) -> str:
         "aamcp_at_", tokens["access_token"], time.time())
     assert opened is not None
     return opened.grant.id
-
-
-def _metric(replica: HttpServer, name: str) -> float:
-    text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))

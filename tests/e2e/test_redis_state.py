@@ -12,7 +12,7 @@ from typing import Final
 
 import httpx2
 import pytest
-from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port
+from harness import RATE_LIMITS, SHARED_KEYS, HttpServer, clean_env, free_port, metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_automation_mcp.sandbox import SandboxServer
@@ -91,7 +91,7 @@ def test_a_replica_whose_clock_is_an_hour_off_says_so_in_its_metrics_and_its_log
         try:
             offset = 0.0
             for _ in range(40):  # bounded: the replica looks at Redis at start, then every 5 s
-                offset = _sample(replica, "agent_automation_clock_offset_seconds")
+                offset = metric(replica, "agent_automation_clock_offset_seconds")
                 if offset:
                     break
                 time.sleep(0.5)
@@ -99,9 +99,3 @@ def test_a_replica_whose_clock_is_an_hour_off_says_so_in_its_metrics_and_its_log
             stderr = replica.stop()
     assert -3660 < offset < -3540
     assert "this replica's clock is 3600 s behind Redis'" in stderr
-
-
-def _sample(replica: HttpServer, name: str) -> float:
-    text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == name)

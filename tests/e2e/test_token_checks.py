@@ -12,8 +12,7 @@ from typing import Final
 import anyio
 import httpx2
 import pytest
-from harness import SHARED_KEYS, HttpServer, clean_env, http_servers, roomy_limits, tenant_client
-from prometheus_client.parser import text_string_to_metric_families
+from harness import SHARED_KEYS, HttpServer, clean_env, http_servers, metric, roomy_limits, tenant_client
 from redis import Redis
 from test_remote import MODERN_CALL as LIST_CALL
 from test_remote import MODERN_HEADERS as LIST_HEADERS
@@ -275,7 +274,7 @@ async def test_a_failing_service_locks_out_no_known_tenant_and_costs_one_check_p
             for _ in range(10):
                 group.start_soon(lambda: _append_status(crowded, fleet.url, crowd))
         crowd_checks = checks_of(sandbox, crowd, before)
-        recalled = sum(_metric(fleet.replica(i), "agent_automation_token_verdicts_recalled_total") for i in range(3))
+        recalled = sum(metric(fleet.replica(i), "agent_automation_token_verdicts_recalled_total") for i in range(3))
     finally:
         httpx2.put(f"{sandbox.url}/_sandbox/faults", json={}, timeout=10)
         stderr = [fleet.replica(i).stop() for i in range(3)]
@@ -293,9 +292,3 @@ async def test_a_failing_service_locks_out_no_known_tenant_and_costs_one_check_p
 
 async def _append_status(statuses: list[int], url: str, token: str) -> None:
     statuses.append((await anyio.to_thread.run_sync(post, url, token)).status_code)
-
-
-def _metric(replica: HttpServer, name: str) -> float:
-    text = httpx2.get(f"{replica.origin}/metrics", timeout=10).text
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == name)

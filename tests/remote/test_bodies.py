@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx2
 import pytest
-from served_app import served
+from served_app import body_never_whole, served
 from starlette.types import Receive, Scope, Send
 
 from agent_automation_mcp.remote import bodies
@@ -33,15 +33,6 @@ async def echo(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def slow(port: int) -> bytes:
-    """The answer to a POST whose body never comes whole."""
-    async with await anyio.connect_tcp("127.0.0.1", port) as connection:
-        await connection.send(b"POST /register HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                              b"Content-Length: 100\r\n\r\n{\"client_name\":")  # and never the rest
-        with anyio.fail_after(10):  # without the deadline it is held until the server stops
-            return await connection.receive()
-
-
 @pytest.mark.anyio
 async def test_a_sign_in_endpoints_body_is_handed_on_whole_or_answered_408_or_413(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,10 +47,10 @@ async def test_a_sign_in_endpoints_body_is_handed_on_whole_or_answered_408_or_41
                     yield b"x" * 1024
 
             assert (await http.post("/register", content=chunks())).status_code == 413
-        head = await slow(port)
-    assert head.startswith(b"HTTP/1.1 408") and b"connection: close" in head.lower()
-    answer = json.loads(head.partition(b"\r\n\r\n")[2])
-    assert answer["error"]["kind"] == "timeout" and "did not arrive within" in answer["error"]["message"]
+        slow = await body_never_whole(port, "/register")
+    assert slow.status_code == 408 and slow.headers["connection"].lower() == "close"
+    error = slow.json()["error"]
+    assert error["kind"] == "timeout" and "did not arrive within" in error["message"]
 
 
 @pytest.mark.anyio

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from served_app import served
+from served_app import body_never_whole, served
 from starlette.types import Receive, Scope, Send
 
 from agent_automation_mcp.api import ApiTransport
@@ -77,18 +77,6 @@ def refused_counts(metrics: Metrics) -> dict[tuple[str, str], float]:
             for sample in metric.samples if sample.name.endswith("_total")}
 
 
-async def slow_body(url: str) -> httpx2.Response:
-    """A POST whose body never comes whole: the gate's answer, as a response."""
-    host, port = url.removeprefix("http://").partition("/")[0].split(":")
-    async with await anyio.connect_tcp(host, int(port)) as slow:
-        await slow.send(f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {ALICE}\r\n"
-                        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":".encode())
-        with anyio.fail_after(10):
-            head = await slow.receive()
-    status = int(head.split(b" ")[1])
-    return httpx2.Response(status, content=head.partition(b"\r\n\r\n")[2])
-
-
 @pytest.mark.anyio
 async def test_each_check_refuses_under_a_reason_it_declares(
         gated: tuple[str, Metrics, Lifecycle, SandboxServer], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,7 +102,10 @@ async def test_each_check_refuses_under_a_reason_it_declares(
         assert await refusal(post(), ALICE, origin="https://evil.example") == ("403", "origin")
         assert await refusal(lambda headers: http.get(url, headers=headers), ALICE) == ("405", "method_not_allowed")
         assert await refusal(post({"jsonrpc": "2.0", "id": 1, "method": "m" * 65}), ALICE) == ("400", "overlong")
-        assert await refusal(lambda headers: slow_body(url)) == ("408", "body_too_slow")
+        port = httpx2.URL(url).port
+        assert port is not None
+        assert await refusal(lambda headers: body_never_whole(port, "/mcp", **headers), ALICE) == (
+            "408", "body_too_slow")
         assert await refusal(post({**LIST, "params": {"_meta": {"x": "x" * HELD}}}), ALICE) == ("503", "bodies_held")
         assert await refusal(post(), ALICE, **{"x-mcp-toolsets": "nonesuch"}) == ("400", "bad_request")
         assert await refusal(post()) == ("401", "no_token")

@@ -9,6 +9,7 @@ import httpx2
 import pytest
 
 from agent_automation_mcp.sandbox import SandboxServer
+from catalogue import ENDS_WITH_REASON
 
 from .conftest import client_for, org_path
 
@@ -57,8 +58,7 @@ def test_state_and_info(sandbox: SandboxServer) -> None:
     assert info["rate_limits"]["standard"] == "60/30s" and sandbox.token not in str(info)
 
 
-@pytest.mark.parametrize("status", ["TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS", "FAILED", "CANCELLED",
-                                    "COMPLETE", "PAUSED"])
+@pytest.mark.parametrize("status", [*ENDS_WITH_REASON, "FAILED", "CANCELLED", "COMPLETE", "PAUSED"])
 def test_a_run_ends_now_in_any_status_the_service_gives_or_pauses(sandbox: SandboxServer, status: str) -> None:
     run = httpx2.post(f"{sandbox.url}/_sandbox/runs", json={"status": "ACTIVE", "log_entries": 3}).json()
     ended = httpx2.post(f"{sandbox.url}/_sandbox/runs/{run['id']}/end", json={"status": status}).json()
@@ -67,7 +67,7 @@ def test_a_run_ends_now_in_any_status_the_service_gives_or_pauses(sandbox: Sandb
     assert ended["status"] == read["status"] == status
     if status == "PAUSED":  # waiting: nothing moves, nothing is said of how it ended
         assert read["result"] is None
-    elif status in ("TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"):
+    elif status in ENDS_WITH_REASON:
         assert read["result"].startswith("The agent run stopped, ") and status in read["summary"]
 
 

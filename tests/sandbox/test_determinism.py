@@ -113,6 +113,7 @@ def test_a_days_runs_are_spread_over_the_day_before_the_start_in_every_ending() 
         run.repo_id for run in day}
     assert any(run.pull_request_ids for run in day if run.status == "COMPLETE")
     assert [(run.id, run.status, run.source_type, run.repo_id) for run in day] == [
-        (run.id, run.status, run.source_type, run.repo_id) for run in again.runs.values() if run.id >= 10_001]
+        (run.id, run.status, run.source_type, run.repo_id) for run in again.runs.values()
+        if run.id >= ids.FIRST_NEW_RUN_ID]
     seeded = snapshot(world_of(5))
     assert [run for run in snapshot(world)["runs"] if run["id"] < ids.FIRST_NEW_RUN_ID] == seeded["runs"]

@@ -28,6 +28,7 @@ from agent_automation_mcp.sandbox.ids import RUN_WITHOUT_PR_ID
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools.checks import CLOSEST_TO_CANCEL
 from agent_automation_mcp.tools.registry import TOOLSETS
+from catalogue import ENDS_WITH_REASON
 from task_requester import (
     TASKS,
     CancelTask,
@@ -270,7 +271,7 @@ def _end(sandbox: SandboxServer, run_id: int, status: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", [MODERN, LEGACY])
-@pytest.mark.parametrize("ending", ["TIMEOUT", "MAX_ITERATIONS_REACHED", "OUT_OF_TOKENS"])
+@pytest.mark.parametrize("ending", ENDS_WITH_REASON)
 async def test_a_run_that_ends_out_of_a_limit_ends_its_task_as_an_error_that_says_why(
         sandbox: SandboxServer, mode: str, ending: str) -> None:
     poller = TaskPoller(follow=False)

@@ -14,7 +14,7 @@ from sandboxed import connected
 from agent_automation_mcp.api.limits import parse_rate_limits
 from agent_automation_mcp.api.settings import ApiSettings
 from agent_automation_mcp.config import ServerSettings
-from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer
+from agent_automation_mcp.sandbox import SandboxConfig, SandboxServer, ids
 from agent_automation_mcp.sandbox.config import DEMO_TOKEN
 from agent_automation_mcp.server import build_server
 from agent_automation_mcp.tools import logs, run_scan, runs
@@ -200,11 +200,12 @@ async def test_runs_filtered_by_status_here_page_on_within_a_bound_and_say_so(mo
         bounded = (await client.call_tool("list_agent_runs", {"statuses": ["timeout"], "limit": 1})).structured_content
         onwards = (await client.call_tool("list_agent_runs", {"statuses": ["timed out"], "limit": 1,
                                                               "skip": bounded["next_skip"]})).structured_content
-    assert [run["id"] for run in failed.structured_content["runs"]] == [412, 411, 410, 404]
+    assert [run["id"] for run in failed.structured_content["runs"]] == [
+        ids.OUT_OF_TOKENS_RUN_ID, ids.MAX_ITERATIONS_RUN_ID, ids.TIMEOUT_RUN_ID, ids.ERROR_RUN_ID]
     assert failed.structured_content["next_skip"] is None
     assert "4 runs in ERROR, FAILED, MAX_ITERATIONS_REACHED, OUT_OF_TOKENS, TIMEOUT" in failed.content[0].text
     assert bounded["runs"] == [] and bounded["next_skip"] == 4 and "read 4 runs" in bounded["note"]
-    assert [run["id"] for run in onwards["runs"]] == [410] and onwards["next_skip"] == 5
+    assert [run["id"] for run in onwards["runs"]] == [ids.TIMEOUT_RUN_ID] and onwards["next_skip"] == 5
 
 
 @pytest.mark.anyio
@@ -215,7 +216,8 @@ async def test_a_run_list_stays_within_its_character_budget(monkeypatch: pytest.
         rest = (await client.call_tool("list_agent_runs", {"skip": first["next_skip"]})).structured_content
     size = sum(len(json.dumps(run, separators=(",", ":"))) for run in first["runs"])
     assert 0 < len(first["runs"]) < 9 and size <= 1500 and "characters" in first["note"]
-    assert first["next_skip"] == len(first["runs"]) and rest["runs"][0]["id"] == 414 - len(first["runs"])
+    assert first["next_skip"] == len(first["runs"])
+    assert rest["runs"][0]["id"] == ids.STUCK_RUN_ID - len(first["runs"])  # counted down from the newest seeded run
 
 
 @pytest.mark.anyio

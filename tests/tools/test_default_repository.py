@@ -4,10 +4,12 @@ repo_id wins, the instructions name it, and one the organisation does not have i
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs
+
 import pytest
 from sandboxed import connected
 
-from agent_automation_mcp.tools.default_repository import REPOS_PAGE
+from agent_automation_mcp.tools import default_repository
 from catalogue import REPO_ID
 
 DEFAULT = 202  # sandbox-org/api-service; REPO_ID (201) is another of the organisation's
@@ -67,9 +69,9 @@ async def test_without_a_default_nothing_changes_and_setup_commands_asks_for_a_r
 
 @pytest.mark.anyio
 async def test_a_default_is_looked_for_past_the_first_page_of_repositories(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("agent_automation_mcp.tools.default_repository.REPOS_PAGE", 2)
+    monkeypatch.setattr(default_repository, "REPOS_PAGE", 2)
     async with connected(repo_id=205) as (client, sandbox):  # the fifth: on the third page of two
         result = await client.call_tool("create_agent_run", {"prompt": "x"})
-        reads = [r.query for r in sandbox.request_log if r.operation == "list_repositories"]
+        pages = [parse_qs(r.query) for r in sandbox.request_log if r.operation == "list_repositories"]
     assert not result.is_error and sandbox.state.world.runs[result.structured_content["id"]].repo_id == 205
-    assert len(reads) == 3 and REPOS_PAGE == 100
+    assert [(page["skip"], page["limit"]) for page in pages] == [(["0"], ["2"]), (["2"], ["2"]), (["4"], ["2"])]

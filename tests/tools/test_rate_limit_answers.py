@@ -3,26 +3,21 @@ for and which tools share that limit; the next call held back by it names the sa
 
 from __future__ import annotations
 
-import httpx2
 import pytest
 from sandboxed import connected
 
-from agent_automation_mcp.api.limits import AGENT_CREATION
+from agent_automation_mcp.api.limits import AGENT_CREATION, DEFAULT_RATE_LIMITS
 from agent_automation_mcp.api.operations import OPERATIONS
 from agent_automation_mcp.pacing import sliding_log
 from agent_automation_mcp.sandbox import SandboxConfig
 from agent_automation_mcp.tools.registry import TOOLSETS, all_tools
-
-
-def _refuse(url: str, operation: str, retry_after: float) -> None:
-    httpx2.put(f"{url}/_sandbox/faults", json={"throttle_rate": 1.0, "throttle_retry_after": retry_after,
-                                               "operations": [operation]}).raise_for_status()
+from sandbox_faults import refuse
 
 
 @pytest.mark.anyio
 async def test_a_long_429_on_standard_says_every_tool_waits_and_the_next_call_says_the_services_wait() -> None:
     async with connected(SandboxConfig(run_seconds=1.0), toolsets=TOOLSETS) as (client, sandbox):
-        _refuse(sandbox.url, "list_agent_runs", 150)
+        refuse(sandbox, "list_agent_runs", 150)
         first = await client.call_tool("list_agent_runs", {})
         before = len(sandbox.request_log)
         second = await client.call_tool("get_user", {})
@@ -42,7 +37,7 @@ async def test_a_long_429_on_standard_says_every_tool_waits_and_the_next_call_sa
 @pytest.mark.anyio
 async def test_a_limit_of_one_tool_names_that_tool_and_only_where_it_is_offered() -> None:
     async with connected(SandboxConfig(run_seconds=1.0), toolsets=TOOLSETS) as (client, sandbox):
-        _refuse(sandbox.url, "create_agent_run", 99999)
+        refuse(sandbox, "create_agent_run", 99999)
         first = await client.call_tool("create_agent_run", {"prompt": "x"})
         second = await client.call_tool("create_agent_run", {"prompt": "x"})
     refused, held = (first.structured_content or {})["error"], (second.structured_content or {})["error"]
@@ -53,5 +48,6 @@ async def test_a_limit_of_one_tool_names_that_tool_and_only_where_it_is_offered(
             ) + f" against {AGENT_CREATION}."
     assert "create_agent_run" in counted and "does not say which it refused" in refused["hint"]
     assert refused["hint"].endswith(f"{said} Every tool counts against standard."), refused["hint"]
-    assert "agent_creation (10/60s), this one too" in held["message"]  # the limit whose pause holds it back
+    holding = f"{AGENT_CREATION} ({DEFAULT_RATE_LIMITS[AGENT_CREATION]}), this one too"  # its pause holds it back
+    assert holding in held["message"], held["message"]
     assert held["hint"].endswith(said), held["hint"]
